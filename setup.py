@@ -1,0 +1,48 @@
+"""Installs convs2s_tf (the library) and pipelines (its command-line entry points)."""
+
+from setuptools import find_packages, setup
+
+# Pinned to the versions this project is tested with: TensorFlow, tensorflow-text and
+# tensorflow-serving-api must share a minor version or tf-text's ops fail to load.
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.*",
+    "tensorflow-text==2.21.*",
+    "keras>=3.10,<4",
+    "tensorflow-datasets>=4.9,<5",
+    "tensorboard==2.21.*",
+    "tensorflow-serving-api==2.21.*",
+    "grpcio>=1.60,<2",
+    "sentencepiece>=0.2,<0.3",
+    "sacrebleu>=2.4,<3",
+    "absl-py>=2.1,<3",
+    # tfds builders import it at run time; it is not a declared tfds dependency.
+    "importlib_resources>=6",
+    # Attention heatmaps for TensorBoard and pipelines.translate --attention_dir.
+    "matplotlib>=3.8,<4",
+    "numpy>=1.26,<3",
+]
+
+EXTRAS_REQUIRE = {
+    "test": [
+        "pytest>=8,<10",
+        "flake8>=7,<8",
+        "black>=24",
+        "isort>=5.13",
+    ],
+}
+
+setup(
+    name="convs2s_tf",
+    version="0.1.0",
+    description="Convolutional Sequence to Sequence translation (Gehring et al. 2017) "
+    "in TensorFlow/Keras: training, evaluation and TF Serving export.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.13",
+    packages=find_packages(include=["convs2s_tf", "convs2s_tf.*", "pipelines", "pipelines.*"]),
+    include_package_data=True,
+    package_data={"convs2s_tf": ["data/multi30k/raw/*.gz", "data/multi30k/*.md"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    license="Apache-2.0",
+)
