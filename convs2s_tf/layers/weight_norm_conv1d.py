@@ -1,0 +1,168 @@
+"""Weight-normalised 1-D convolution with an incremental step for generation."""
+
+import keras
+import tensorflow as tf
+
+_PADDINGS = ("same", "causal", "valid")
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class WeightNormConv1D(keras.layers.Layer):
+    """A 1-D convolution over `[batch, time, channels]` with weight normalisation.
+
+    The effective kernel is `W = g * v / ||v||`, the norm taken per output channel over
+    the width and input axes; `g` starts at `||v||`, so `W == v` when built. The kernel
+    layout is `[width, in, out]`, the layout of the authors' `ConvTBC`.
+
+    Padding:
+        * `"same"`: `(k - 1) // 2` zeros on the left and `k // 2` on the right, so even
+          widths look one position further right than left (the ConvS2S encoder rule).
+        * `"causal"`: `k - 1` zeros on the left; output `i` sees inputs `i-k+1 .. i` (the
+          decoder). Only causal layers support `step`.
+        * `"valid"`: no padding.
+
+    Incremental use (generation): `step(x_t, window)` consumes one new position `x_t`
+    (`[batch, in]`) and the cached previous `k - 1` inputs `window` (`[batch, k-1, in]`,
+    zeros before the first position), applies the kernel to that window with one matrix
+    product and returns `(y_t, new_window)`. It equals the causal convolution at that
+    position without recomputing earlier ones.
+
+    Args:
+        filters: Output channels.
+        kernel_size: Convolution width `k`.
+        padding: `"same"`, `"causal"` or `"valid"`.
+        stddev: Standard deviation of the normal distribution `v` is drawn from; ConvS2S
+            uses `sqrt(4 * (1 - dropout) / (k * in))` for convolutions feeding a GLU.
+            `None` means `sqrt(1 / (k * in))`.
+        use_bias: Whether to add a bias (zero at construction).
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Example:
+
+    >>> conv = WeightNormConv1D(6, 3, padding="causal")
+    >>> conv(tf.ones([2, 7, 4])).shape
+    TensorShape([2, 7, 6])
+    >>> window = conv.initial_window(batch_size=2, input_dim=4)
+    >>> y_t, window = conv.step(tf.ones([2, 4]), window)
+    >>> y_t.shape, window.shape
+    (TensorShape([2, 6]), TensorShape([2, 2, 4]))
+    """
+
+    def __init__(self, filters, kernel_size, padding="same", stddev=None, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        if filters <= 0 or kernel_size <= 0:
+            raise ValueError(
+                f"WeightNormConv1D needs positive filters and kernel_size, got "
+                f"filters={filters}, kernel_size={kernel_size}."
+            )
+        if padding not in _PADDINGS:
+            raise ValueError(f"padding must be one of {_PADDINGS}, got {padding!r}.")
+        self.filters = int(filters)
+        self.kernel_size = int(kernel_size)
+        self.padding = padding
+        self.stddev = stddev
+        self.use_bias = use_bias
+
+    def build(self, input_shape):
+        input_dim = int(input_shape[-1])
+        stddev = (
+            self.stddev if self.stddev is not None else (1.0 / (self.kernel_size * input_dim)) ** 0.5
+        )
+        self.kernel_v = self.add_weight(
+            name="kernel_v",
+            shape=(self.kernel_size, input_dim, self.filters),
+            initializer=keras.initializers.RandomNormal(stddev=stddev),
+        )
+        # g = ||v|| per output channel at construction, so the effective kernel equals v.
+        self.kernel_g = self.add_weight(
+            name="kernel_g",
+            shape=(self.filters,),
+            initializer=lambda shape, dtype=None: tf.norm(
+                tf.reshape(self.kernel_v.value, [-1, self.filters]), axis=0
+            ),
+        )
+        self.bias = (
+            self.add_weight(name="bias", shape=(self.filters,), initializer="zeros")
+            if self.use_bias
+            else None
+        )
+
+    @property
+    def kernel(self):
+        """The effective kernel `g * v / ||v||`, shape `[width, in, filters]`."""
+        v = tf.convert_to_tensor(self.kernel_v.value)
+        norm = tf.norm(tf.reshape(v, [-1, self.filters]), axis=0)
+        return v * (tf.convert_to_tensor(self.kernel_g.value) / norm)
+
+    def _paddings(self):
+        k = self.kernel_size
+        if self.padding == "same":
+            return (k - 1) // 2, k // 2
+        if self.padding == "causal":
+            return k - 1, 0
+        return 0, 0
+
+    def call(self, inputs):
+        kernel = tf.cast(self.kernel, self.compute_dtype)
+        left, right = self._paddings()
+        if left or right:
+            inputs = tf.pad(inputs, [[0, 0], [left, right], [0, 0]])
+        if self.kernel_size == 1:
+            # A width-1 convolution is a position-wise matrix product.
+            outputs = tf.tensordot(inputs, kernel[0], axes=1)
+        else:
+            outputs = tf.nn.conv1d(inputs, kernel, stride=1, padding="VALID")
+        if self.bias is not None:
+            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
+        return outputs
+
+    def initial_window(self, batch_size, input_dim=None, dtype=None):
+        """Zeros standing for the `k - 1` positions before the first one."""
+        input_dim = input_dim if input_dim is not None else self.kernel_v.shape[1]
+        return tf.zeros([batch_size, self.kernel_size - 1, input_dim], dtype or self.compute_dtype)
+
+    def step(self, inputs, window):
+        """Applies the causal convolution to one new position.
+
+        Args:
+            inputs: `[batch, in]`, the input at the new position.
+            window: `[batch, k - 1, in]`, the previous `k - 1` inputs, oldest first.
+
+        Returns:
+            `(outputs, new_window)`: `[batch, filters]` and the window shifted by one.
+        """
+        if self.padding != "causal":
+            raise ValueError("step() is only defined for padding='causal'.")
+        if not self.built:
+            self.build(tf.TensorShape([None, None, inputs.shape[-1]]))
+        kernel = tf.cast(self.kernel, self.compute_dtype)
+        inputs = tf.cast(inputs, self.compute_dtype)
+        full_window = tf.concat([tf.cast(window, self.compute_dtype), inputs[:, None, :]], axis=1)
+        # One matrix product over the flattened window: [batch, k*in] x [k*in, filters].
+        outputs = tf.matmul(
+            tf.reshape(full_window, [tf.shape(full_window)[0], -1]),
+            tf.reshape(kernel, [-1, self.filters]),
+        )
+        if self.bias is not None:
+            outputs = outputs + tf.cast(self.bias, self.compute_dtype)
+        return outputs, full_window[:, 1:, :]
+
+    def compute_output_shape(self, input_shape):
+        left, right = self._paddings()
+        length = input_shape[1]
+        if length is not None:
+            length = length + left + right - self.kernel_size + 1
+        return (input_shape[0], length, self.filters)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "kernel_size": self.kernel_size,
+                "padding": self.padding,
+                "stddev": self.stddev,
+                "use_bias": self.use_bias,
+            }
+        )
+        return config

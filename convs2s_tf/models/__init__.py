@@ -1,0 +1,32 @@
+"""ConvS2S model: encoder, decoder, the Keras model, presets and spec parsing."""
+
+from convs2s_tf.models.conv_decoder import ConvDecoder
+from convs2s_tf.models.conv_encoder import ConvEncoder
+from convs2s_tf.models.convs2s import ConvS2S
+from convs2s_tf.models.encoder_output import EncoderOutput
+from convs2s_tf.models.layer_spec import (
+    LayerSpec,
+    LayerSpecError,
+    format_layer_spec,
+    parse_attention_spec,
+    parse_layer_spec,
+)
+from convs2s_tf.models.presets import get_preset, list_presets, register_preset
+from convs2s_tf.models.summary import format_summary, parameter_counts
+
+__all__ = [
+    "ConvDecoder",
+    "ConvEncoder",
+    "ConvS2S",
+    "EncoderOutput",
+    "LayerSpec",
+    "LayerSpecError",
+    "format_layer_spec",
+    "format_summary",
+    "get_preset",
+    "list_presets",
+    "parameter_counts",
+    "parse_attention_spec",
+    "parse_layer_spec",
+    "register_preset",
+]

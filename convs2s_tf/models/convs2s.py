@@ -1,0 +1,167 @@
+"""The ConvS2S encoder-decoder as a subclassed Keras model."""
+
+import keras
+import tensorflow as tf
+
+from convs2s_tf.models.conv_decoder import ConvDecoder
+from convs2s_tf.models.conv_encoder import ConvEncoder
+from convs2s_tf.models.layer_spec import normalise_layer_spec, parse_attention_spec
+from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class ConvS2S(keras.Model):
+    """Convolutional Sequence to Sequence model (Gehring et al., 2017).
+
+    Calling the model runs teacher forcing over all target positions at once:
+    `model({"source": [B, S], "target_input": [B, T]})` returns float32 logits
+    `[B, T, target_vocab_size]`. `encode` and `decoder.step` serve generation.
+
+    Args:
+        source_vocab_size: Source vocabulary size.
+        target_vocab_size: Target vocabulary size.
+        embed_dim: Embedding width `f` of encoder and decoder.
+        encoder_layers: Encoder layer spec (text or list of tuples).
+        decoder_layers: Decoder layer spec.
+        decoder_out_embed_dim: Width `f_out` before the vocabulary projection.
+        decoder_attention: Which decoder blocks attend: True, False, a list of booleans
+            or its text.
+        dropout: Drop probability `p` (paper: 0.1 to 0.2).
+        max_source_positions: Rows of the source position table.
+        max_target_positions: Rows of the target position table.
+        share_decoder_input_output_embed: Tie the decoder's output projection to its
+            token table.
+        source_positions: Whether the encoder adds position embeddings.
+        target_positions: Whether the decoder adds position embeddings.
+        pad_id: Padding token id.
+        **kwargs: Standard `keras.Model` arguments.
+
+    Example:
+
+    >>> model = ConvS2S.from_preset("iwslt_de_en", source_vocab_size=100,
+    ...                             target_vocab_size=120)
+    >>> logits = model({"source": tf.constant([[5, 6, 2]]),
+    ...                 "target_input": tf.constant([[2, 7]])})
+    >>> logits.shape
+    TensorShape([1, 2, 120])
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        embed_dim=256,
+        encoder_layers="[(256, 3)] * 4",
+        decoder_layers="[(256, 3)] * 3",
+        decoder_out_embed_dim=256,
+        decoder_attention=True,
+        dropout=0.1,
+        max_source_positions=1024,
+        max_target_positions=1024,
+        share_decoder_input_output_embed=False,
+        source_positions=True,
+        target_positions=True,
+        pad_id=PAD_ID,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
+        for name, value in (
+            ("source_vocab_size", source_vocab_size),
+            ("target_vocab_size", target_vocab_size),
+            ("embed_dim", embed_dim),
+            ("decoder_out_embed_dim", decoder_out_embed_dim),
+        ):
+            if int(value) <= 0:
+                raise ValueError(f"{name} must be positive, got {value}.")
+        if min(source_vocab_size, target_vocab_size) <= max(pad_id, EOS_ID):
+            raise ValueError(
+                "The vocabularies must hold the special tokens; got source_vocab_size="
+                f"{source_vocab_size}, target_vocab_size={target_vocab_size}."
+            )
+        decoder_layer_spec = normalise_layer_spec(decoder_layers)
+        attention = parse_attention_spec(decoder_attention, len(decoder_layer_spec))
+        self.decoder = ConvDecoder(
+            vocab_size=target_vocab_size,
+            embed_dim=embed_dim,
+            layers=decoder_layer_spec,
+            out_embed_dim=decoder_out_embed_dim,
+            attention=attention,
+            dropout=dropout,
+            max_positions=max_target_positions,
+            use_positions=target_positions,
+            share_embeddings=share_decoder_input_output_embed,
+            pad_id=pad_id,
+            name="decoder",
+        )
+        self.encoder = ConvEncoder(
+            vocab_size=source_vocab_size,
+            embed_dim=embed_dim,
+            layers=encoder_layers,
+            dropout=dropout,
+            max_positions=max_source_positions,
+            use_positions=source_positions,
+            num_attention_layers=sum(attention),
+            pad_id=pad_id,
+            name="encoder",
+        )
+        self._config = {
+            "source_vocab_size": int(source_vocab_size),
+            "target_vocab_size": int(target_vocab_size),
+            "embed_dim": int(embed_dim),
+            "encoder_layers": self.encoder.get_config()["layers"],
+            "decoder_layers": self.decoder.get_config()["layers"],
+            "decoder_out_embed_dim": int(decoder_out_embed_dim),
+            "decoder_attention": list(attention),
+            "dropout": float(dropout),
+            "max_source_positions": int(max_source_positions),
+            "max_target_positions": int(max_target_positions),
+            "share_decoder_input_output_embed": bool(share_decoder_input_output_embed),
+            "source_positions": bool(source_positions),
+            "target_positions": bool(target_positions),
+            "pad_id": int(pad_id),
+        }
+
+    @classmethod
+    def from_preset(cls, preset, source_vocab_size, target_vocab_size, **overrides):
+        """Builds a model from a named architecture (see `convs2s_tf.models.presets`)."""
+        from convs2s_tf.models.presets import get_preset
+
+        config = dict(get_preset(preset))
+        config.update(overrides)
+        return cls(source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config)
+
+    def build(self, input_shape=None):
+        self.encoder.build()
+        self.decoder.build()
+        self.built = True
+
+    def encode(self, source, training=False):
+        """Runs the encoder: `source` `[B, S]` int -> `EncoderOutput`."""
+        return self.encoder(source, training=training)
+
+    def call(self, inputs, training=False, return_attention=False):
+        encoder_output = self.encoder(inputs["source"], training=training)
+        return self.decoder(
+            inputs["target_input"],
+            encoder_output,
+            training=training,
+            return_attention=return_attention,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self._config)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("name", "trainable", "dtype"):
+            config.pop(key, None)
+        return cls(**config)
+
+    def dummy_inputs(self):
+        """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
+        return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
