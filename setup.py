@@ -41,7 +41,13 @@ setup(
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["convs2s_tf", "convs2s_tf.*", "pipelines", "pipelines.*"]),
     include_package_data=True,
-    package_data={"convs2s_tf": ["data/multi30k/raw/*.gz", "data/multi30k/*.md"]},
+    package_data={
+        "convs2s_tf": [
+            "datasets/multi30k/raw/*.gz",
+            "datasets/multi30k/*.md",
+            "datasets/multi30k/*.bib",
+        ]
+    },
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     license="Apache-2.0",
