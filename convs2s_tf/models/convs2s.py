@@ -158,8 +158,8 @@ class ConvS2S(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        for key in ("name", "trainable", "dtype"):
-            config.pop(key, None)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
 
     def dummy_inputs(self):
