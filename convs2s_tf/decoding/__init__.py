@@ -1,0 +1,5 @@
+"""Generation: incremental beam and greedy search."""
+
+from convs2s_tf.decoding.beam_search import SearchOutput, beam_search, max_output_lengths
+
+__all__ = ["SearchOutput", "beam_search", "max_output_lengths"]
