@@ -111,38 +111,17 @@ def test_attention_weights_average_and_padding(rng):
     np.testing.assert_allclose(single.numpy(), attention)
 
 
-def _attention_per_block(decoder, target, encoder_output):
-    weights = []
-    for attention in decoder.attentions:
-        if attention is None:
-            continue
-        original = attention.call
-
-        def spy(*args, _original=original, **kwargs):
-            outputs, w = _original(*args, **kwargs)
-            weights.append(w)
-            return outputs, w
-
-        attention.call = spy
-    try:
-        decoder(target, encoder_output, return_attention=True)
-    finally:
-        for attention in decoder.attentions:
-            if attention is not None:
-                del attention.call
-    return weights
-
-
 def test_attention_average_equals_mean_of_blocks(rng):
     model = tiny_model()
     randomize_weights(model, seed=4)
     source = tf.constant(random_tokens(rng, [2, 6], SOURCE_VOCAB))
     target = tf.constant(random_tokens(rng, [2, 4], TARGET_VOCAB))
     encoder_output = model.encode(source)
-    per_block = _attention_per_block(model.decoder, target, encoder_output)
+    _, per_block = model.decoder(target, encoder_output, return_attention="per_block")
     assert len(per_block) == 2
     _, average = model.decoder(target, encoder_output, return_attention=True)
     np.testing.assert_allclose(average.numpy(), np.mean(per_block, axis=0), atol=1e-7)
+    assert not np.allclose(per_block[0].numpy(), per_block[1].numpy())
 
 
 def test_encoder_gradient_scaled_by_attention_layers(rng):

@@ -205,9 +205,13 @@ class ConvDecoder(keras.layers.Layer):
             )
 
     def _blocks(self, x, target_embedding, encoder_output, convolve, need_attention):
-        """Runs the blocks; `convolve(index, convolution, x)` applies one convolution."""
+        """Runs the blocks; `convolve(index, convolution, x)` applies one convolution.
+
+        Returns the output and, if `need_attention`, the list of attention weights of the
+        attention blocks.
+        """
         half = tf.constant(math.sqrt(0.5), self.compute_dtype)
-        attention_sum = None
+        attention_weights = []
         block_inputs = [x]
         for index, (layer, projection, convolution, attention) in enumerate(
             zip(self.layer_spec, self.projections, self.convolutions, self.attentions)
@@ -227,14 +231,15 @@ class ConvDecoder(keras.layers.Layer):
                     source_mask=encoder_output.source_mask,
                 )
                 if need_attention:
-                    attention_sum = weights if attention_sum is None else attention_sum + weights
+                    attention_weights.append(weights)
             if residual is not None:
                 x = (x + residual) * half
             block_inputs.append(x)
-        average_attention = None
-        if need_attention and attention_sum is not None:
-            average_attention = attention_sum / float(self.num_attention_layers)
-        return x, average_attention
+        return x, attention_weights
+
+    def _average(self, attention_weights):
+        # The design document averages over the attention layers (not over all blocks).
+        return tf.add_n(attention_weights) / float(len(attention_weights))
 
     def _logits(self, x, training):
         x = self.hidden_projection(x)
@@ -259,18 +264,24 @@ class ConvDecoder(keras.layers.Layer):
         return self.dropout_layer(embedded, training=training)
 
     def call(self, target_input, encoder_output, training=False, return_attention=False):
+        """Logits for every target position; `return_attention` adds attention weights:
+        True for the average over attention blocks (`[batch, target, source]`, None if
+        no block attends), `"per_block"` for the list of each attention block's weights.
+        """
         target_embedding = self._embed(target_input, training)
         x = self.input_projection(target_embedding)
 
         def convolve(index, convolution, x):
             return convolution(self.dropout_layer(x, training=training))
 
-        x, attention = self._blocks(
-            x, target_embedding, encoder_output, convolve, need_attention=return_attention
+        x, attention_weights = self._blocks(
+            x, target_embedding, encoder_output, convolve, need_attention=bool(return_attention)
         )
         logits = self._logits(x, training)
+        if return_attention == "per_block":
+            return logits, attention_weights
         if return_attention:
-            return logits, attention
+            return logits, self._average(attention_weights) if attention_weights else None
         return logits
 
     def initial_state(self, batch_size):
@@ -307,14 +318,14 @@ class ConvDecoder(keras.layers.Layer):
             outputs, new_state[index] = convolution.step(x[:, 0, :], incremental_state[index])
             return outputs[:, None, :]
 
-        x, attention = self._blocks(
+        x, attention_weights = self._blocks(
             x, target_embedding, encoder_output, convolve, need_attention=True
         )
         logits = self._logits(x, training=False)[:, 0, :]
-        if attention is None:
-            attention = tf.zeros(tf.shape(encoder_output.source_mask), tf.float32)
+        if attention_weights:
+            attention = self._average(attention_weights)[:, 0, :]
         else:
-            attention = attention[:, 0, :]
+            attention = tf.zeros(tf.shape(encoder_output.source_mask), tf.float32)
         return logits, attention, tuple(new_state)
 
     def get_config(self):

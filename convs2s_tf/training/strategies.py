@@ -1,0 +1,23 @@
+"""Distribution strategies by name."""
+
+import tensorflow as tf
+
+STRATEGIES = ("mirrored", "multi_worker", "one_device")
+
+
+def create_strategy(name="mirrored"):
+    """Creates a `tf.distribute` strategy.
+
+    Args:
+        name: `"mirrored"` (all local GPUs, or the CPU), `"multi_worker"`
+            (MultiWorkerMirroredStrategy, configured by the `TF_CONFIG` environment
+            variable) or `"one_device"` (the first GPU, or the CPU).
+    """
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
