@@ -1,0 +1,29 @@
+"""Corpus BLEU and chrF with sacrebleu's defaults and signatures."""
+
+import sacrebleu
+
+
+def corpus_scores(hypotheses, references):
+    """BLEU and chrF of detokenised `hypotheses` against one reference each.
+
+    sacrebleu defaults: cased, 13a tokenisation, exponential smoothing.
+
+    Returns:
+        A dict with `bleu`, `chrf` (floats) and their `*_signature` strings.
+    """
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references; they must pair up."
+        )
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    return {
+        "bleu": bleu_score.score,
+        "bleu_signature": str(bleu.get_signature()),
+        "bleu_text": str(bleu_score),
+        "chrf": chrf_score.score,
+        "chrf_signature": str(chrf.get_signature()),
+    }

@@ -1,0 +1,68 @@
+"""Checkpoint restore that never silently starts afresh."""
+
+import os
+
+import tensorflow as tf
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that exists but cannot be used, or one asked for that is missing."""
+
+
+def has_checkpoint_files(directory):
+    """Whether `directory` holds anything that looks like a checkpoint."""
+    if not tf.io.gfile.isdir(directory):
+        return False
+    return any(
+        name == "checkpoint" or name.startswith("ckpt-") for name in tf.io.gfile.listdir(directory)
+    )
+
+
+def restore_checkpoint(checkpoint, path):
+    """Restores `path` into `checkpoint`, raising `CheckpointError` naming the problem.
+
+    Every object of `checkpoint` (model, optimiser, state) must be built first so that
+    all its variables are matched.
+    """
+    if not tf.io.gfile.exists(path + ".index"):
+        raise CheckpointError(f"Checkpoint {path} does not exist (no {path}.index).")
+    try:
+        status = checkpoint.restore(path)
+        status.assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise CheckpointError(
+            f"Checkpoint {path} cannot be restored ({type(error).__name__}: {message}). It is "
+            "corrupt or from a different model; remove it (or point --model_dir elsewhere) "
+            "to start afresh."
+        ) from error
+    return status
+
+
+def latest_checkpoint(directory):
+    """The newest checkpoint in `directory`, None when there is none at all.
+
+    Raises:
+        CheckpointError: when checkpoint files exist but the newest one named by the
+            `checkpoint` state file is missing or incomplete.
+    """
+    if not has_checkpoint_files(directory):
+        return None
+    state_file = os.path.join(directory, "checkpoint")
+    if not tf.io.gfile.exists(state_file):
+        raise CheckpointError(
+            f"{directory} holds checkpoint files but no 'checkpoint' state file naming the "
+            "latest one; refusing to start afresh over them."
+        )
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or not state.model_checkpoint_path:
+        raise CheckpointError(f"The checkpoint state file {state_file} is unreadable or empty.")
+    path = state.model_checkpoint_path
+    if not os.path.isabs(path):
+        path = os.path.join(directory, path)
+    if not tf.io.gfile.exists(path + ".index"):
+        raise CheckpointError(
+            f"The latest checkpoint {path} named in {state_file} is missing; refusing to start "
+            "afresh. Restore the file or remove the directory."
+        )
+    return path

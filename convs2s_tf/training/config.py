@@ -1,0 +1,82 @@
+"""Hyperparameters of a training run."""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    """How to train; the defaults are the paper's (section 4.2).
+
+    Attributes:
+        learning_rate: Initial learning rate of Nesterov SGD.
+        momentum: Nesterov momentum.
+        clip_norm: Gradients are renormalised when their global norm exceeds this
+            (0 disables).
+        label_smoothing: Label smoothing `eps`.
+        lr_shrink: Factor applied to the learning rate after an epoch whose validation
+            perplexity did not improve.
+        min_learning_rate: Training stops once the learning rate falls below this.
+        max_epochs: Stop after this many epochs (0: no limit).
+        max_steps: Stop after this many updates (0: no limit).
+        update_freq: Micro-batches accumulated per update (emulates larger batches).
+        save_every_steps: Write a checkpoint every this many updates (0: epoch ends only).
+        keep_checkpoints: Recent checkpoints kept (the best one is kept separately).
+        max_nonfinite_steps: Consecutive NaN/inf losses tolerated before stopping.
+        log_every_steps: TensorBoard scalar interval, in updates.
+        valid_beam_size: Beam width for validation BLEU (0 skips BLEU).
+        valid_bleu_sentences: Validation sentences decoded for BLEU (0: all).
+        attention_sentences: Fixed validation sentences whose attention is plotted.
+        sample_sentences: Validation translations shown next to references.
+        mixed_precision: Compute in bfloat16 with float32 variables and loss.
+        jit_compile: XLA-compile the training step.
+        progress_bar: Show a console progress bar.
+        seed: Seed of initialisation, dropout and shuffling.
+    """
+
+    learning_rate: float = 0.25
+    momentum: float = 0.99
+    clip_norm: float = 0.1
+    label_smoothing: float = 0.1
+    lr_shrink: float = 0.1
+    min_learning_rate: float = 1e-4
+    max_epochs: int = 0
+    max_steps: int = 0
+    update_freq: int = 1
+    save_every_steps: int = 1000
+    keep_checkpoints: int = 3
+    max_nonfinite_steps: int = 5
+    log_every_steps: int = 100
+    valid_beam_size: int = 5
+    valid_bleu_sentences: int = 0
+    attention_sentences: int = 3
+    sample_sentences: int = 5
+    mixed_precision: bool = False
+    jit_compile: bool = False
+    progress_bar: bool = True
+    seed: int = 1
+
+    def validate(self):
+        """Raises ValueError naming the first inconsistent field."""
+        checks = [
+            (self.learning_rate > 0, "learning_rate must be positive"),
+            (0 <= self.momentum < 1, "momentum must be in [0, 1)"),
+            (self.clip_norm >= 0, "clip_norm must be >= 0"),
+            (0 <= self.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
+            (0 < self.lr_shrink < 1, "lr_shrink must be in (0, 1)"),
+            (self.min_learning_rate >= 0, "min_learning_rate must be >= 0"),
+            (
+                self.min_learning_rate < self.learning_rate,
+                f"min_learning_rate={self.min_learning_rate} must be below "
+                f"learning_rate={self.learning_rate}, or training would stop at once",
+            ),
+            (self.max_epochs >= 0 and self.max_steps >= 0, "max_epochs/max_steps must be >= 0"),
+            (self.update_freq >= 1, "update_freq must be >= 1"),
+            (self.save_every_steps >= 0, "save_every_steps must be >= 0"),
+            (self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
+            (self.max_nonfinite_steps >= 1, "max_nonfinite_steps must be >= 1"),
+            (self.valid_beam_size >= 0, "valid_beam_size must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message + ".")
+        return self

@@ -1,0 +1,31 @@
+"""Training progress kept in checkpoints next to the model and optimiser."""
+
+import tensorflow as tf
+
+
+class TrainingState(tf.Module):
+    """Counters and learning-rate state restored on resume.
+
+    Attributes:
+        step: Updates attempted so far (skipped non-finite ones included).
+        epoch: Epochs completed.
+        epoch_batches: Batches of the current epoch already consumed (resume point).
+        learning_rate: Current learning rate (the optimiser's is set from it).
+        best_valid_loss: Best validation loss so far (inf before the first).
+        best_valid_nll: Validation NLL per token at the best loss, for the plateau rule.
+    """
+
+    def __init__(self, learning_rate):
+        super().__init__(name="training_state")
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.epoch_batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_batches")
+        self.learning_rate = tf.Variable(
+            float(learning_rate), dtype=tf.float32, trainable=False, name="learning_rate"
+        )
+        self.best_valid_loss = tf.Variable(
+            float("inf"), dtype=tf.float32, trainable=False, name="best_valid_loss"
+        )
+        self.best_valid_nll = tf.Variable(
+            float("inf"), dtype=tf.float32, trainable=False, name="best_valid_nll"
+        )
