@@ -1,0 +1,16 @@
+"""Data side of convs2s_tf: corpora, cleaning, BPE, and the tf.data input pipelines.
+
+Modules (one concept each):
+
+- `sources`: where parallel text comes from (embedded Multi30k via tfds, local files,
+  tfds catalog names such as `wmt14_translate/de-en`).
+- `text_files`: reading `PREFIX.LANG` files (plain or gzip) with UTF-8 checks.
+- `cleaning`: the paper's training-set cleaning rules, with per-rule counts.
+- `bpe`: joint SentencePiece BPE training with the project's special ids.
+- `statistics`: token counts and length percentiles for the summary.
+- `fingerprint`: what prepared outputs were made from (re-runs are no-ops).
+- `prepare`: corpus -> data directory (`prepare_data`, `PreparedData`).
+- `tokenizer`: in-graph SentencePiece (`Tokenizer`), usable in tf.data and SavedModels.
+- `batching`: fixed length buckets under a token budget.
+- `pipeline`: `make_training_dataset`, `make_eval_dataset`.
+"""

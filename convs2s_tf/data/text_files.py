@@ -1,0 +1,127 @@
+"""Reading parallel text files: `PREFIX.LANG` (plain or gzip) aligned line by line.
+
+Lines are split on '\\n' only (a trailing '\\r' is dropped), exactly like
+`tf.data.TextLineDataset` and SentencePiece read them, so that no Unicode line separator
+(U+2028, U+0085, ...) inside a sentence can shift one side against the other.
+"""
+
+import collections
+import gzip
+import os
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from convs2s_tf.data.errors import CorpusFileNotFoundError, InvalidUtf8Error, LineCountMismatchError
+
+INVALID_UTF8_POLICIES = ("error", "replace")
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class LineDecoder:
+    """Decodes raw lines as UTF-8, failing or replacing (and counting) invalid ones.
+
+    Attributes:
+        invalid_utf8: "error" raises `InvalidUtf8Error` naming the origin and line number;
+            "replace" substitutes U+FFFD for invalid bytes and counts the line.
+        replaced_lines: number of lines with replaced bytes, per origin (file name).
+    """
+
+    def __init__(self, invalid_utf8: str = "error"):
+        if invalid_utf8 not in INVALID_UTF8_POLICIES:
+            raise ValueError(
+                f"invalid_utf8 must be one of {INVALID_UTF8_POLICIES}, got {invalid_utf8!r}."
+            )
+        self.invalid_utf8 = invalid_utf8
+        self.replaced_lines: collections.Counter[str] = collections.Counter()
+
+    def decode(self, raw_line: bytes, origin: str, line_number: int) -> str:
+        """Returns `raw_line` decoded; `origin` and `line_number` (1-based) locate errors."""
+        try:
+            return raw_line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if self.invalid_utf8 == "error":
+                raise InvalidUtf8Error(
+                    f"{origin}, line {line_number}: invalid UTF-8 at byte {error.start} "
+                    f"({error.reason}). Fix the file, or pass --invalid_utf8=replace to "
+                    "replace invalid bytes with U+FFFD and count the lines."
+                ) from error
+            self.replaced_lines[origin] += 1
+            return raw_line.decode("utf-8", errors="replace")
+
+
+def resolve_corpus_file(prefix: str, language: str) -> str:
+    """Returns the existing file for `prefix` and `language`: `PREFIX.LANG` or `PREFIX.LANG.gz`.
+
+    Raises:
+        CorpusFileNotFoundError: naming the path(s) looked for.
+    """
+    plain_path = f"{prefix}.{language}"
+    candidates = [plain_path, plain_path + ".gz"]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise CorpusFileNotFoundError(
+        f"Corpus file not found: {plain_path} (also looked for {plain_path}.gz)."
+    )
+
+
+def open_text_file(path: str) -> BinaryIO:
+    """Opens `path` for reading bytes, decompressing it if it is gzip (by content, not name)."""
+    if not os.path.isfile(path):
+        raise CorpusFileNotFoundError(f"Corpus file not found: {path}.")
+    with open(path, "rb") as probe:
+        is_gzip = probe.read(2) == _GZIP_MAGIC
+    return gzip.open(path, "rb") if is_gzip else open(path, "rb")
+
+
+def iter_raw_lines(path: str) -> Iterator[bytes]:
+    """Yields the lines of `path` as bytes without their '\\n' (or '\\r\\n') ending."""
+    with open_text_file(path) as text_file:
+        pending = b""
+        # Reading in blocks and splitting on b"\n" (not readline(), which is equivalent
+        # but slower) keeps memory bounded for multi-gigabyte WMT files.
+        while block := text_file.read(1 << 20):
+            lines = (pending + block).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                yield line[:-1] if line.endswith(b"\r") else line
+        if pending:
+            yield pending[:-1] if pending.endswith(b"\r") else pending
+
+
+def read_parallel_lines(
+    source_path: str, target_path: str, decoder: LineDecoder
+) -> Iterator[tuple[str, str]]:
+    """Yields aligned (source, target) lines of two files.
+
+    Raises:
+        CorpusFileNotFoundError: a file does not exist (named).
+        LineCountMismatchError: the files have different line counts (both named, with
+            both counts), detected when the shorter one ends.
+        InvalidUtf8Error: a line is not UTF-8 and `decoder` is strict (file and line).
+    """
+    for path in (source_path, target_path):
+        if not os.path.isfile(path):
+            raise CorpusFileNotFoundError(f"Corpus file not found: {path}.")
+    source_lines = iter_raw_lines(source_path)
+    target_lines = iter_raw_lines(target_path)
+    line_number = 0
+    while True:
+        raw_source = next(source_lines, None)
+        raw_target = next(target_lines, None)
+        if raw_source is None or raw_target is None:
+            break
+        line_number += 1
+        yield (
+            decoder.decode(raw_source, source_path, line_number),
+            decoder.decode(raw_target, target_path, line_number),
+        )
+    if raw_source is not None or raw_target is not None:
+        # One side ended first: count what is left of the other for the message.
+        source_count = line_number + (raw_source is not None) + sum(1 for _ in source_lines)
+        target_count = line_number + (raw_target is not None) + sum(1 for _ in target_lines)
+        raise LineCountMismatchError(
+            f"Line counts differ: {source_path} has {source_count} lines, "
+            f"{target_path} has {target_count} lines."
+        )
