@@ -26,8 +26,9 @@ import dataclasses
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from convs2s_tf import vocabulary
@@ -106,6 +107,16 @@ class BatchedDataset:
     stats: LengthStats
     bucket_lengths: tuple[int, ...]
     batch_sizes: tuple[int, ...]
+    epoch_fn: Callable[[int], tf.data.Dataset] | None = dataclasses.field(default=None, repr=False)
+
+    def epoch(self, epoch: int) -> tf.data.Dataset:
+        """Returns the batches of epoch `epoch` (0-based), sharing this pipeline's cache.
+
+        For training, the order is fixed by (seed, epoch) alone, so a resumed run sees
+        the same batches as an uninterrupted one; evaluation batches are the same every
+        epoch.
+        """
+        return self.epoch_fn(epoch) if self.epoch_fn is not None else self.dataset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,18 +389,70 @@ def make_training_dataset(
     )
     stats = _count(tokenized, limits, evaluation=False)
     buffer_size = shuffle_buffer_size or max(1, min(stats.pairs, 2_000_000))
-    examples = tokenized.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
-    batches = _batched(examples, limits)
-    if batch_shuffle_buffer_size > 1:
-        batches = batches.shuffle(
-            batch_shuffle_buffer_size, seed=seed + 1, reshuffle_each_iteration=True
+
+    def shuffled_batches(example_seed: int, batch_seed: int, reshuffle: bool) -> tf.data.Dataset:
+        examples = tokenized.shuffle(
+            buffer_size, seed=example_seed, reshuffle_each_iteration=reshuffle
         )
+        batches = _batched(examples, limits)
+        if batch_shuffle_buffer_size > 1:
+            batches = batches.shuffle(
+                batch_shuffle_buffer_size, seed=batch_seed, reshuffle_each_iteration=reshuffle
+            )
+        return batches.prefetch(tf.data.AUTOTUNE)
+
+    def epoch_batches(epoch: int) -> tf.data.Dataset:
+        example_seed, batch_seed = (
+            int(value) for value in np.random.SeedSequence([seed, epoch]).generate_state(2)
+        )
+        return shuffled_batches(example_seed, batch_seed, reshuffle=False)
+
     return BatchedDataset(
-        dataset=batches.prefetch(tf.data.AUTOTUNE),
+        dataset=shuffled_batches(seed, seed + 1, reshuffle=True),
         stats=stats,
         bucket_lengths=limits.bucket_lengths,
         batch_sizes=limits.batch_sizes,
+        epoch_fn=epoch_batches,
     )
+
+
+class TrainingDatasetFn:
+    """`(epoch, input_context) -> tf.data.Dataset` of one epoch, for a trainer that asks
+    for every epoch's dataset (e.g. through `distribute_datasets_from_function`).
+
+    Each input pipeline (shard) is built once, on first use, so its tokenised cache is
+    shared by all epochs; epoch `e` comes from `BatchedDataset.epoch(e)`, an order fixed
+    by (seed, e).
+
+    Example:
+        train_fn = TrainingDatasetFn(*prepared.split_paths("train"), tokenizer,
+                                     max_tokens=4000)
+        steps = train_fn.batched().stats.batches_per_epoch
+        dataset = train_fn(epoch, input_context)
+    """
+
+    def __init__(self, source_path: str, target_path: str, tokenizer: Tokenizer, **kwargs):
+        """Takes the arguments of `make_training_dataset` (except the sharding ones)."""
+        for name in ("num_shards", "shard_index", "input_context"):
+            if name in kwargs:
+                raise ValueError(f"{name} comes from the input context of each call.")
+        self._arguments = (source_path, target_path, tokenizer)
+        self._kwargs = kwargs
+        self._pipelines: dict[tuple[int, int], BatchedDataset] = {}
+
+    def batched(self, input_context: tf.distribute.InputContext | None = None) -> BatchedDataset:
+        """Returns (building it the first time) the pipeline of `input_context`'s shard."""
+        shard = _shard_spec(input_context, 1, 0)
+        if shard not in self._pipelines:
+            self._pipelines[shard] = make_training_dataset(
+                *self._arguments, num_shards=shard[0], shard_index=shard[1], **self._kwargs
+            )
+        return self._pipelines[shard]
+
+    def __call__(
+        self, epoch: int, input_context: tf.distribute.InputContext | None = None
+    ) -> tf.data.Dataset:
+        return self.batched(input_context).epoch(epoch)
 
 
 def make_eval_dataset(

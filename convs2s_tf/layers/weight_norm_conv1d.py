@@ -112,6 +112,12 @@ class WeightNormConv1D(keras.layers.Layer):
             outputs = tf.tensordot(inputs, kernel[0], axes=1)
         else:
             outputs = tf.nn.conv1d(inputs, kernel, stride=1, padding="VALID")
+            # TF's conv1d returns a wrongly shaped tensor for an empty batch (as a replica
+            # may get); restating the shape is free and keeps the empty case valid.
+            shape = tf.shape(inputs)
+            outputs = tf.reshape(
+                outputs, [shape[0], shape[1] - self.kernel_size + 1, self.filters]
+            )
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs

@@ -395,7 +395,8 @@ class Trainer:
             )
             if "valid_bleu" in results:
                 summary += f" BLEU {results['valid_bleu']:.2f}"
-        print(summary, flush=True)
+        if self.is_chief:
+            print(summary, flush=True)
         logging.info(summary)
         return results
 

@@ -1,0 +1,57 @@
+"""Small synthetic translation batches (a copy task) for training-loop tests."""
+
+import numpy as np
+import tensorflow as tf
+
+from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+VOCAB = 24
+KEYS = ("source", "target_input", "target")
+
+
+def make_batch(rng, sentences, max_length=7):
+    """A right-padded copy-task batch of `sentences` pairs of varied lengths."""
+    lengths = rng.integers(2, max_length, size=sentences)
+    width = int(lengths.max()) + 1 if sentences else 1
+    source = np.full([sentences, width], PAD_ID, np.int32)
+    for row, length in enumerate(lengths):
+        source[row, :length] = rng.integers(4, VOCAB, size=length)
+        source[row, length] = EOS_ID
+    target = source.copy()
+    target_input = np.where(target == PAD_ID, PAD_ID, np.roll(target, 1, axis=1))
+    target_input[:, 0] = EOS_ID
+    return {"source": source, "target_input": target_input.astype(np.int32), "target": target}
+
+
+def split_batch(batch, rows):
+    """Splits a batch into per-replica batches of the given row counts (0 allowed)."""
+    parts, start = [], 0
+    for count in rows:
+        parts.append({key: value[start : start + count] for key, value in batch.items()})
+        start += count
+    return parts
+
+
+def dataset(seed, batches, sentences=6):
+    rng = np.random.default_rng(seed)
+    items = [make_batch(rng, sentences) for _ in range(batches)]
+    return tf.data.Dataset.from_generator(
+        lambda: iter(items),
+        output_signature={key: tf.TensorSpec([None, None], tf.int32) for key in KEYS},
+    )
+
+
+def model_fn():
+    from convs2s_tf.models import ConvS2S
+
+    return ConvS2S(
+        VOCAB,
+        VOCAB,
+        embed_dim=16,
+        encoder_layers="[(16, 3)] * 2",
+        decoder_layers="[(16, 3)] * 2",
+        decoder_out_embed_dim=16,
+        dropout=0.0,
+        max_source_positions=32,
+        max_target_positions=32,
+    )

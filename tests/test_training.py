@@ -1,0 +1,199 @@
+"""Tests of the training loop: losses, distribution, NaN handling, LR plateau, checkpoints."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.synthetic import dataset, model_fn
+
+from convs2s_tf.training import (
+    CheckpointError,
+    Trainer,
+    TrainingConfig,
+    TrainingDivergedError,
+    create_strategy,
+    latest_checkpoint,
+    token_losses,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _subprocess_env(**extra):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+    return env
+
+
+def test_token_losses_match_reference(rng):
+    logits = rng.normal(size=[2, 3, 7]).astype("float32")
+    targets = np.array([[4, 5, 2], [6, 2, 1]], "int32")
+    loss_sum, nll_sum, tokens = token_losses(logits, targets, label_smoothing=0.1)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    mask = targets != 1
+    nll = -np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
+    smooth = -log_probs.sum(-1)
+    eps_i = 0.1 / 6
+    expected = ((1 - 0.1 - eps_i) * nll + eps_i * smooth)[mask].sum()
+    assert float(tokens) == 5.0
+    assert float(nll_sum) == pytest.approx(nll[mask].sum(), rel=1e-5)
+    assert float(loss_sum) == pytest.approx(expected, rel=1e-5)
+
+
+def test_mirrored_update_equals_single_device():
+    """One update under a 2-logical-CPU MirroredStrategy equals the single-device one."""
+    output = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.mirrored_update"],
+        cwd=ROOT,
+        env=_subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert output.returncode == 0, output.stderr[-3000:]
+    result = json.loads(output.stdout.strip().splitlines()[-1])
+    assert result["moved"] > 1e-3  # the update really changed the weights
+    assert result["differences"]["uneven"] < 1e-5
+    assert result["differences"]["empty_replica"] < 1e-5
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_training_ends_with_identical_weights(tmp_path):
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.helpers.multi_worker_train",
+                    str(tmp_path / "run"),
+                    str(tmp_path / f"weights_{index}.npz"),
+                ],
+                cwd=ROOT,
+                env=_subprocess_env(TF_CONFIG=tf_config),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = []
+    try:
+        for process in processes:
+            stdout, stderr = process.communicate(timeout=300)
+            assert process.returncode == 0, stderr[-3000:]
+            outputs.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for process in processes:
+            process.kill()
+    assert [o["step"] for o in outputs] == [4, 4]
+    first = np.load(tmp_path / "weights_0.npz")
+    second = np.load(tmp_path / "weights_1.npz")
+    assert len(first.files) == len(second.files) > 10
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])
+    # Only the chief wrote checkpoints and events into the run directory.
+    assert latest_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith("ckpt-4")
+    assert not any(name.startswith("tmp_worker") for name in os.listdir(tmp_path / "run"))
+
+
+def _trainer(tmp_path, **config):
+    config.setdefault("progress_bar", False)
+    return Trainer(model_fn, TrainingConfig(**config), str(tmp_path), create_strategy("one_device"))
+
+
+def test_nonfinite_loss_skips_update_then_stops(tmp_path):
+    trainer = _trainer(tmp_path, max_nonfinite_steps=3, max_steps=10, save_every_steps=0)
+    gain = trainer.model.decoder.output_projection.kernel_g
+    gain.assign(tf.fill(gain.shape, float("nan")))
+    before = [w.numpy() for w in trainer.model.trainable_weights]
+    with pytest.raises(TrainingDivergedError, match="3 consecutive updates"):
+        trainer.train(lambda epoch, context: dataset(seed=epoch, batches=5))
+    after = [w.numpy() for w in trainer.model.trainable_weights]
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    assert int(trainer.state.step.numpy()) == 3
+
+
+def test_update_freq_accumulates(tmp_path):
+    trainer = _trainer(tmp_path, update_freq=3, max_epochs=1, save_every_steps=0)
+    result = trainer.train(lambda epoch, context: dataset(seed=epoch, batches=7))
+    # 7 micro-batches with update_freq 3: two full updates and one for the remainder.
+    assert result["step"] == 3
+    assert int(trainer.optimizer.iterations.numpy()) == 3
+
+
+def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
+    trainer = _trainer(
+        tmp_path, learning_rate=0.25, min_learning_rate=0.002, save_every_steps=0,
+        valid_beam_size=0,
+    )
+    result = trainer.train(
+        lambda epoch, context: dataset(seed=epoch, batches=2, sentences=3),
+        valid_dataset=dataset(seed=99, batches=1),
+    )
+    # Validation perplexity can only improve for a while; each epoch without improvement
+    # divides the rate by 10 until it is below the floor: 0.25 -> 0.025 -> 0.0025 -> stop.
+    assert result["stop_reason"].startswith("learning rate fell below")
+    assert result["learning_rate"] == pytest.approx(0.00025, rel=1e-5)
+    assert float(trainer.optimizer.learning_rate.numpy()) == pytest.approx(0.00025, rel=1e-5)
+    assert os.path.exists(tmp_path / "best" / "checkpoint")
+
+
+def test_resume_restores_state_and_optimizer(tmp_path):
+    trainer = _trainer(tmp_path, max_steps=4, save_every_steps=2)
+    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3), steps_per_epoch=3)
+    weights = [w.numpy() for w in trainer.model.weights]
+    momentum = [v.numpy() for v in trainer.optimizer.variables]
+    resumed = _trainer(tmp_path, max_steps=4, save_every_steps=2)
+    assert resumed.restore_or_initialize() is not None
+    assert int(resumed.state.step.numpy()) == 4
+    assert int(resumed.state.epoch.numpy()) == 1 and int(resumed.state.epoch_batches.numpy()) == 1
+    for a, b in zip(weights, resumed.model.weights):
+        np.testing.assert_array_equal(a, b.numpy())
+    for a, b in zip(momentum, resumed.optimizer.variables):
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_corrupt_or_missing_checkpoint_is_an_error(tmp_path):
+    trainer = _trainer(tmp_path, max_steps=2, save_every_steps=2)
+    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    directory = tmp_path / "checkpoints"
+    data_file = next(p for p in directory.iterdir() if p.name.startswith("ckpt-2.data"))
+    data_file.write_bytes(b"\0garbage" * 10)
+    with pytest.raises(CheckpointError, match="cannot be restored"):
+        _trainer(tmp_path).restore_or_initialize()
+    for path in directory.iterdir():
+        if path.name.startswith("ckpt-2"):
+            path.unlink()
+    with pytest.raises(CheckpointError, match="is missing; refusing to start afresh"):
+        _trainer(tmp_path).restore_or_initialize()
+    (directory / "checkpoint").unlink()
+    (directory / "ckpt-9.index").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="no 'checkpoint' state file"):
+        _trainer(tmp_path).restore_or_initialize()
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="min_learning_rate=0.5 must be below"):
+        TrainingConfig(min_learning_rate=0.5).validate()
+    with pytest.raises(ValueError, match="update_freq"):
+        TrainingConfig(update_freq=0).validate()
+    with pytest.raises(ValueError, match="Unknown strategy 'tpu'"):
+        create_strategy("tpu")
