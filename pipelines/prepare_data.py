@@ -1,0 +1,61 @@
+"""Prepares a corpus for training: cleaned text, joint BPE model, vocabulary, summary.
+
+    python -m pipelines.prepare_data --flagfile=configs/multi30k_en_de.cfg \
+        [--data_dir=data/multi30k_en_de]
+
+Writes into --data_dir (see convs2s_tf.data.prepare); a re-run with the same corpus and
+flags does nothing. Prints the summary's headline figures; the full summary is
+DATA_DIR/summary.json.
+"""
+
+import sys
+
+from absl import app, logging
+
+from convs2s_tf.data.errors import (
+    CorpusFileNotFoundError,
+    DatasetUnavailableError,
+    InvalidUtf8Error,
+    LineCountMismatchError,
+)
+from convs2s_tf.data.prepare import prepare_data
+from pipelines import flags as pipeline_flags
+
+FLAGS = pipeline_flags.FLAGS
+pipeline_flags.define_all_flags()
+
+# Corpus problems the user can fix: reported as one message, without a traceback.
+_CORPUS_ERRORS = (
+    CorpusFileNotFoundError,
+    LineCountMismatchError,
+    InvalidUtf8Error,
+    DatasetUnavailableError,
+)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = pipeline_flags.prepare_config_from_flags()
+    try:
+        result = prepare_data(config, force=FLAGS.force_prepare)
+    except _CORPUS_ERRORS as error:
+        logging.error("%s", error)
+        print(f"prepare_data: error: {error}", file=sys.stderr)
+        return 1
+    summary = result.summary
+    state = "up to date, nothing done" if result.reused else "prepared"
+    print(f"{config.data_dir}: {state} ({summary['dataset']} "
+          f"{summary['source_lang']}-{summary['target_lang']}, vocab {summary['vocab_size']})")
+    for split, figures in summary["splits"].items():
+        dropped = ", ".join(f"{rule} {count}" for rule, count in figures["dropped_by_rule"].items())
+        print(
+            f"  {split}: {figures['pairs_kept']} pairs kept of {figures['pairs_read']} "
+            f"(dropped: {dropped}); tokens {figures['source']['tokens']} source, "
+            f"{figures['target']['tokens']} target"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
