@@ -26,7 +26,9 @@ from pipelines import flags as pipeline_flags
 
 FLAGS = pipeline_flags.FLAGS
 pipeline_flags.define_all_flags()
-flags.DEFINE_integer("benchmark_epochs", 5, "Timed epochs (after one warm-up epoch).", lower_bound=1)
+flags.DEFINE_integer(
+    "benchmark_epochs", 5, "Timed epochs (after one warm-up epoch).", lower_bound=1
+)
 
 _DEFAULT_FLAGFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "multi30k_en_de.cfg"

@@ -45,8 +45,10 @@ def main(argv):
         return 1
     summary = result.summary
     state = "up to date, nothing done" if result.reused else "prepared"
-    print(f"{config.data_dir}: {state} ({summary['dataset']} "
-          f"{summary['source_lang']}-{summary['target_lang']}, vocab {summary['vocab_size']})")
+    print(
+        f"{config.data_dir}: {state} ({summary['dataset']} "
+        f"{summary['source_lang']}-{summary['target_lang']}, vocab {summary['vocab_size']})"
+    )
     for split, figures in summary["splits"].items():
         dropped = ", ".join(f"{rule} {count}" for rule, count in figures["dropped_by_rule"].items())
         print(

@@ -35,3 +35,80 @@ def rng():
 def _seed():
     keras.utils.set_random_seed(0)
     yield
+
+
+# ---- Data tests (tests/test_data_*.py) ----
+
+MULTI30K_RAW_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "convs2s_tf",
+    "datasets",
+    "multi30k",
+    "raw",
+)
+
+
+def multi30k_lines(stem, language, count):
+    """Returns the first `count` lines of an embedded Multi30k file (e.g. "train", "en")."""
+    import gzip
+
+    with gzip.open(
+        os.path.join(MULTI30K_RAW_DIR, f"{stem}.{language}.gz"), "rt", encoding="utf-8"
+    ) as f:
+        return [next(f).rstrip("\n") for _ in range(count)]
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory):
+    """A local en-de corpus from real Multi30k lines: 2,000 training pairs (gzip),
+    200 validation and 200 test pairs (plain). Returns {split: prefix}."""
+    import gzip
+
+    root = tmp_path_factory.mktemp("small_corpus")
+    sizes = {
+        "train": ("train", 2000),
+        "validation": ("val", 200),
+        "test": ("test_2016_flickr", 200),
+    }
+    prefixes = {}
+    for split, (stem, count) in sizes.items():
+        prefix = str(root / split)
+        for language in ("en", "de"):
+            text = "".join(line + "\n" for line in multi30k_lines(stem, language, count))
+            if split == "train":
+                with gzip.open(f"{prefix}.{language}.gz", "wt", encoding="utf-8") as f:
+                    f.write(text)
+            else:
+                with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
+                    f.write(text)
+        prefixes[split] = prefix
+    return prefixes
+
+
+@pytest.fixture(scope="session")
+def small_prepared(small_corpus, tmp_path_factory):
+    """`small_corpus` prepared with a 500-piece BPE model (a PrepareResult)."""
+    from convs2s_tf.data.prepare import PrepareConfig, prepare_data
+
+    config = PrepareConfig(
+        data_dir=str(tmp_path_factory.mktemp("small_prepared")),
+        dataset="local",
+        source_lang="en",
+        target_lang="de",
+        split_prefixes=small_corpus,
+        vocab_size=500,
+    )
+    return prepare_data(config)
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Makes any attempt to open a network connection fail the test at once."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args[:1]}")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)

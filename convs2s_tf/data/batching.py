@@ -35,20 +35,26 @@ def default_bucket_lengths(max_length: int) -> tuple[int, ...]:
     return tuple(lengths)
 
 
+def fit_bucket_lengths(bucket_lengths: Sequence[int], max_tokens: int) -> tuple[int, ...]:
+    """Returns `bucket_lengths` with `max_tokens` added as a bucket if it falls inside them.
+
+    Then every sequence of up to `max_tokens` tokens lands in a bucket no longer than the
+    budget, so a batch of one always fits; only longer sequences cannot be batched.
+    """
+    lengths = sorted(set(bucket_lengths))
+    if max_tokens < lengths[-1] and max_tokens not in lengths:
+        lengths.append(max_tokens)
+    return tuple(sorted(lengths))
+
+
 def bucket_batch_sizes(
     bucket_lengths: Sequence[int], max_tokens: int, max_sentences: int | None
 ) -> tuple[int, ...]:
     """Returns each bucket's batch size: `max_tokens // length`, capped at `max_sentences`.
 
-    Raises:
-        ValueError: `max_tokens` is smaller than the longest bucket (one sentence of that
-            length alone would break the budget).
+    Buckets longer than `max_tokens` get 0: no batch of them fits the budget (the pipeline
+    refuses data that would need them).
     """
-    if max_tokens < max(bucket_lengths):
-        raise ValueError(
-            f"max_tokens={max_tokens} is smaller than the longest allowed sequence "
-            f"({max(bucket_lengths)} tokens); raise max_tokens or lower the maximum positions."
-        )
     cap = max_sentences or math.inf
     return tuple(int(min(max_tokens // length, cap)) for length in bucket_lengths)
 
@@ -108,7 +114,8 @@ def batch_by_bucket(
     # drops them within the grouping step instead of a per-example filter, which would
     # double the cost of an epoch.
     reject_bucket = num_buckets
-    window_sizes = tf.constant(list(batch_sizes) + [1024], tf.int64)
+    # Batch size 0 marks buckets beyond the budget, which callers keep empty.
+    window_sizes = tf.constant([max(size, 1) for size in batch_sizes] + [1024], tf.int64)
     side_caps = {key: tf.constant(cap, tf.int64) for key, cap in side_max_lengths.items()}
 
     def batch_bucket(bucket, examples):
@@ -118,7 +125,9 @@ def batch_by_bucket(
         for key in examples.element_spec:
             if key in side_caps:
                 # -1 (pad to the longest) only for rejected examples, never emitted.
-                padded = tf.where(is_reject, tf.constant(-1, tf.int64), tf.minimum(length, side_caps[key]))
+                padded = tf.where(
+                    is_reject, tf.constant(-1, tf.int64), tf.minimum(length, side_caps[key])
+                )
                 padded_shapes[key] = padded[tf.newaxis]
             else:
                 padded_shapes[key] = tf.TensorShape([])

@@ -45,7 +45,9 @@ def train_bpe(
         ValueError: `vocab_size` is too large for the text (message says the maximum).
     """
     if vocab_size <= vocabulary.NUM_SPECIAL_TOKENS:
-        raise ValueError(f"vocab_size must exceed {vocabulary.NUM_SPECIAL_TOKENS}, got {vocab_size}.")
+        raise ValueError(
+            f"vocab_size must exceed {vocabulary.NUM_SPECIAL_TOKENS}, got {vocab_size}."
+        )
     # Sampling is the trainer's only randomness; seed it even if unused.
     spm.set_random_generator_seed(seed)
     try:

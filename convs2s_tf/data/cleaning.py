@@ -73,9 +73,8 @@ def rule_broken(source_words: int, target_words: int, config: CleaningConfig) ->
         return EMPTY
     if config.max_words and max(source_words, target_words) > config.max_words:
         return TOO_MANY_WORDS
-    if (
-        config.max_length_ratio
-        and max(source_words, target_words) > config.max_length_ratio * min(source_words, target_words)
+    if config.max_length_ratio and max(source_words, target_words) > config.max_length_ratio * min(
+        source_words, target_words
     ):
         return LENGTH_RATIO
     return None

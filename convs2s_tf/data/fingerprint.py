@@ -30,6 +30,8 @@ def write_fingerprint(path: str, fingerprint: str, identity: dict[str, Any]) -> 
     """Writes `fingerprint` with the `identity` it was computed from (for humans), atomically."""
     temporary_path = path + ".tmp"
     with open(temporary_path, "w", encoding="utf-8") as file:
-        json.dump({"fingerprint": fingerprint, "identity": identity}, file, indent=2, sort_keys=True)
+        json.dump(
+            {"fingerprint": fingerprint, "identity": identity}, file, indent=2, sort_keys=True
+        )
         file.write("\n")
     os.replace(temporary_path, path)

@@ -37,12 +37,13 @@ from convs2s_tf.data.batching import (
     batch_by_bucket,
     bucket_batch_sizes,
     default_bucket_lengths,
+    fit_bucket_lengths,
 )
 from convs2s_tf.data.tokenizer import Tokenizer, append_eos
 
 DEFAULT_MAX_POSITIONS = 1024
 _TOKENIZE_BLOCK_LINES = 1024
-_COUNT_BLOCK = 1 << 16
+_COUNT_BLOCK = 4096
 # Cached per pair besides the ids; dropped once batched.
 _BUCKET = "bucket"
 _SOURCE_LENGTH = "source_length"
@@ -125,6 +126,7 @@ class _Limits:
 
     max_source_length: int
     max_target_length: int
+    max_tokens: int
     bucket_lengths: tuple[int, ...]
     batch_sizes: tuple[int, ...]
 
@@ -141,7 +143,7 @@ class _Limits:
         max_target_length = max_sequence_length(max_target_positions)
         longest = max(max_source_length, max_target_length)
         if bucket_lengths is None:
-            bucket_lengths = default_bucket_lengths(longest)
+            bucket_lengths = fit_bucket_lengths(default_bucket_lengths(longest), max_tokens)
         bucket_lengths = tuple(sorted(int(length) for length in bucket_lengths))
         if bucket_lengths[-1] < longest:
             raise ValueError(
@@ -149,7 +151,7 @@ class _Limits:
                 f"sequence ({longest})."
             )
         batch_sizes = bucket_batch_sizes(bucket_lengths, max_tokens, max_sentences)
-        return cls(max_source_length, max_target_length, bucket_lengths, batch_sizes)
+        return cls(max_source_length, max_target_length, max_tokens, bucket_lengths, batch_sizes)
 
     @property
     def side_max_lengths(self) -> dict[str, int]:
@@ -265,10 +267,8 @@ def _count(tokenized: tf.data.Dataset, limits: _Limits, evaluation: bool) -> Len
             "pairs_too_long": totals["pairs_too_long"] + total(too_long),
             "source_too_long": totals["source_too_long"] + total(source_over),
             "target_too_long": totals["target_too_long"] + total(target_over),
-            "source_tokens": totals["source_tokens"]
-            + total(tf.boolean_mask(source_lengths, kept)),
-            "target_tokens": totals["target_tokens"]
-            + total(tf.boolean_mask(target_lengths, kept)),
+            "source_tokens": totals["source_tokens"] + total(tf.boolean_mask(source_lengths, kept)),
+            "target_tokens": totals["target_tokens"] + total(tf.boolean_mask(target_lengths, kept)),
             # One more bin: the "reject" bucket of overlong training pairs.
             "bucket_counts": totals["bucket_counts"]
             + tf.math.bincount(
@@ -288,7 +288,18 @@ def _count(tokenized: tf.data.Dataset, limits: _Limits, evaluation: bool) -> Len
         .reduce(initial, add_block)
     )
     bucket_counts = totals.pop("bucket_counts").numpy()[:num_buckets]
-    batches = sum(math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes))
+    over_budget = sum(
+        int(count) for count, size in zip(bucket_counts, limits.batch_sizes) if size == 0
+    )
+    if over_budget:
+        raise ValueError(
+            f"{over_budget} pairs are longer than the token budget max_tokens={limits.max_tokens} "
+            "allows for one sentence with its padding; raise --max_tokens or lower "
+            "--max_source_positions/--max_target_positions."
+        )
+    batches = sum(
+        math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count
+    )
     return LengthStats(
         **{name: int(value.numpy()) for name, value in totals.items()}, batches_per_epoch=batches
     )

@@ -24,7 +24,7 @@ from absl import logging
 from convs2s_tf.data import bpe, statistics
 from convs2s_tf.data.cleaning import CleaningConfig, CleaningReport, clean_pairs, normalize_pairs
 from convs2s_tf.data.fingerprint import compute_fingerprint, read_fingerprint, write_fingerprint
-from convs2s_tf.data.sources import SPLITS, make_source
+from convs2s_tf.data.sources import make_source
 from convs2s_tf.data.text_files import LineDecoder
 
 # Bump when the prepared files change meaning, so existing data directories are redone.
@@ -216,8 +216,9 @@ def prepare_data(
         and read_fingerprint(fingerprint_path) == fingerprint
         and _outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
     ):
-        logging.info("%s is up to date (fingerprint %s); nothing to do.", config.data_dir,
-                     fingerprint[:12])
+        logging.info(
+            "%s is up to date (fingerprint %s); nothing to do.", config.data_dir, fingerprint[:12]
+        )
         data = PreparedData.load(config.data_dir)
         return PrepareResult(summary=data.summary, reused=True, data=data)
 

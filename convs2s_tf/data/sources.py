@@ -27,7 +27,12 @@ from convs2s_tf.data.errors import (
     DatasetUnavailableError,
     LineCountMismatchError,
 )
-from convs2s_tf.data.text_files import LineDecoder, iter_raw_lines, read_parallel_lines, resolve_corpus_file
+from convs2s_tf.data.text_files import (
+    LineDecoder,
+    iter_raw_lines,
+    read_parallel_lines,
+    resolve_corpus_file,
+)
 
 SPLITS = ("train", "validation", "test")
 

@@ -7,12 +7,39 @@ model travels with it into SavedModels as a tracked resource, and every method w
 eagerly, inside `tf.data` maps and inside `tf.function`s (no `py_function`).
 """
 
+import hashlib
+
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow.python.trackable import resource
+from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
 from convs2s_tf import vocabulary
 from convs2s_tf.data.bpe import check_special_ids
+
+
+class _SharedSentencepieceResource(resource.TrackableResource):
+    """The SentencePiece model resource, registered under a name instead of kernel-private.
+
+    tf-text's own resource belongs to the kernel that created it, and eager kernels are
+    dropped whenever the kernel cache is cleared, e.g. by `tf.random.set_seed` or
+    `keras.utils.set_random_seed`: the tokenizer then fails with "Resource ... does not
+    exist". Named after the model's hash (and the fixed options every `Tokenizer` uses),
+    the resource outlives its kernel and is found again by the next one.
+    """
+
+    def __init__(self, model_proto: bytes):
+        super().__init__()
+        self._model_proto = model_proto
+        digest = hashlib.sha256(model_proto).hexdigest()[:24]
+        self._shared_name = f"convs2s_tf_sentencepiece_{digest}_no_bos_no_eos"
+        _ = self.resource_handle  # Creates the resource now, like tf-text does.
+
+    def _create_resource(self):
+        return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model_proto, shared_name=self._shared_name
+        )
 
 
 class Tokenizer(tf.Module):
@@ -45,6 +72,9 @@ class Tokenizer(tf.Module):
         self._sentencepiece = tf_text.SentencepieceTokenizer(
             model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False
         )
+        if not hasattr(self._sentencepiece, "_model_resource"):
+            raise RuntimeError("Unsupported tensorflow-text: no SentencepieceTokenizer resource.")
+        self._sentencepiece._model_resource = _SharedSentencepieceResource(model_proto)
 
     def encode(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Returns the piece ids of `texts` without special tokens.
@@ -111,4 +141,6 @@ class Tokenizer(tf.Module):
 def append_eos(ids: tf.RaggedTensor) -> tf.RaggedTensor:
     """Returns ragged int32 `ids` [B, None] with `</s>` appended to every row."""
     eos = tf.fill([ids.nrows(), 1], tf.constant(vocabulary.EOS_ID, tf.int32))
-    return tf.concat([ids, tf.RaggedTensor.from_tensor(eos, row_splits_dtype=ids.row_splits.dtype)], axis=1)
+    return tf.concat(
+        [ids, tf.RaggedTensor.from_tensor(eos, row_splits_dtype=ids.row_splits.dtype)], axis=1
+    )

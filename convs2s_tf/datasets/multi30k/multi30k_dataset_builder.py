@@ -48,7 +48,9 @@ def read_lines(path: str) -> list[str]:
         try:
             lines.append(raw_line.rstrip(b"\r").decode("utf-8"))
         except UnicodeDecodeError as error:
-            raise ValueError(f"{path}, line {line_number}: invalid UTF-8 ({error.reason}).") from error
+            raise ValueError(
+                f"{path}, line {line_number}: invalid UTF-8 ({error.reason})."
+            ) from error
     return lines
 
 
@@ -76,6 +78,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
         Multi30kConfig(source_language="en", target_language="fr"),
         Multi30kConfig(source_language="fr", target_language="en"),
     ]
+
     def _info(self) -> tfds.core.DatasetInfo:
         source, target = self.builder_config.source_language, self.builder_config.target_language
         return self.dataset_info_from_configs(

@@ -1,0 +1,224 @@
+"""tf.data pipelines: nothing lost, token budget, buckets, length limits, eval, sharding."""
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+
+from convs2s_tf.data.batching import default_bucket_lengths
+from convs2s_tf.data.pipeline import (
+    TrainingDatasetFn,
+    make_eval_dataset,
+    make_training_dataset,
+    max_sequence_length,
+)
+from convs2s_tf.data.tokenizer import Tokenizer
+from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+
+@pytest.fixture(scope="module")
+def data(small_prepared):
+    return small_prepared.data
+
+
+@pytest.fixture(scope="module")
+def tokenizer(data):
+    return Tokenizer(data.sentencepiece_model_path)
+
+
+def expected_pairs(data, split):
+    """The split's pairs as the model should see them: ids + </s>, via Python SentencePiece."""
+    processor = spm.SentencePieceProcessor(model_file=data.sentencepiece_model_path)
+    sides = [open(path, encoding="utf-8").read().splitlines() for path in data.split_paths(split)]
+    encoded = [processor.encode(lines) for lines in sides]
+    return [(tuple(s + [EOS_ID]), tuple(t + [EOS_ID])) for s, t in zip(*encoded)]
+
+
+def unpad(row):
+    row = list(row)
+    return tuple(row[: len(row) - row[::-1].index(EOS_ID)]) if EOS_ID in row else tuple(row)
+
+
+def epoch_pairs(dataset):
+    pairs, batches = [], []
+    for batch in dataset:
+        batch = {key: value.numpy() for key, value in batch.items()}
+        batches.append(batch)
+        pairs += [(unpad(s), unpad(t)) for s, t in zip(batch["source"], batch["target"])]
+    return pairs, batches
+
+
+def test_every_kept_pair_once_per_epoch_within_budget(data, tokenizer):
+    max_tokens, max_sentences = 700, 24
+    batched = make_training_dataset(
+        *data.split_paths("train"),
+        tokenizer,
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
+        seed=7,
+    )
+    expected = collections.Counter(expected_pairs(data, "train"))
+    assert batched.stats.pairs == batched.stats.pairs_kept == sum(expected.values())
+    assert batched.stats.pairs_too_long == 0
+    orders = []
+    for epoch_dataset in (batched.dataset, batched.dataset, batched.epoch(0), batched.epoch(1)):
+        pairs, batches = epoch_pairs(epoch_dataset)
+        assert collections.Counter(pairs) == expected  # each kept pair exactly once
+        assert len(batches) == batched.stats.batches_per_epoch
+        assert (
+            sum(np.count_nonzero(b["target"] != PAD_ID) for b in batches)
+            == batched.stats.target_tokens
+        )
+        for batch in batches:
+            size, source_length = batch["source"].shape
+            target_length = batch["target"].shape[1]
+            assert size <= max_sentences
+            assert size * source_length <= max_tokens and size * target_length <= max_tokens
+            assert (
+                source_length in batched.bucket_lengths and target_length in batched.bucket_lengths
+            )
+            assert batch["source"].dtype == batch["target"].dtype == np.int32
+            # target_input is </s> then the target, shifted right, pads kept.
+            shifted = np.concatenate([np.full((size, 1), EOS_ID), batch["target"][:, :-1]], axis=1)
+            shifted[batch["target"] == PAD_ID] = PAD_ID
+            np.testing.assert_array_equal(batch["target_input"], shifted)
+            assert set(batch) == {"source", "target_input", "target"}
+        orders.append(pairs)
+    # Epochs are reshuffled; epoch datasets are fixed by (seed, epoch).
+    assert orders[0] != orders[1] and orders[2] != orders[3]
+    assert epoch_pairs(batched.epoch(1))[0] == orders[3]
+    again = make_training_dataset(
+        *data.split_paths("train"),
+        tokenizer,
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
+        seed=7,
+    )
+    assert epoch_pairs(again.dataset)[0] == orders[0]
+    assert epoch_pairs(again.epoch(1))[0] == orders[3]
+
+
+def test_fixed_buckets_give_few_shapes(data, tokenizer):
+    batched = make_training_dataset(*data.split_paths("train"), tokenizer, max_tokens=4000)
+    assert batched.bucket_lengths == default_bucket_lengths(1022)
+    assert batched.batch_sizes[:3] == (500, 250, 166)
+    shapes = {(b["source"].shape[1], b["target"].shape[1]) for b in batched.dataset}
+    # One shape per bucket used: the training step is traced a handful of times.
+    assert {s for s, _ in shapes} <= set(batched.bucket_lengths) and all(s == t for s, t in shapes)
+    assert len(shapes) <= 12
+    assert max_sequence_length(1024) == 1022
+
+
+def test_overlong_training_pairs_are_dropped_and_counted(data, tokenizer):
+    pairs = expected_pairs(data, "train")
+    max_source, max_target = max_sequence_length(20), max_sequence_length(26)  # 18 and 24
+    source_over = sum(len(s) > max_source for s, _ in pairs)
+    target_over = sum(len(t) > max_target for _, t in pairs)
+    fitting = [(s, t) for s, t in pairs if len(s) <= max_source and len(t) <= max_target]
+    assert source_over > 0 and target_over > 0 and len(fitting) < len(pairs)
+    batched = make_training_dataset(
+        *data.split_paths("train"),
+        tokenizer,
+        max_tokens=200,
+        max_source_positions=20,
+        max_target_positions=26,
+    )
+    stats = batched.stats
+    assert (stats.pairs, stats.source_too_long, stats.target_too_long) == (
+        len(pairs),
+        source_over,
+        target_over,
+    )
+    assert stats.pairs_too_long == len(pairs) - len(fitting) == len(pairs) - stats.pairs_kept
+    got, batches = epoch_pairs(batched.dataset)
+    assert collections.Counter(got) == collections.Counter(fitting)
+    assert len(batches) == stats.batches_per_epoch
+    assert max(b["source"].shape[1] for b in batches) <= max_source
+    assert max(b["target"].shape[1] for b in batches) <= max_target
+    assert stats.as_dict()["pairs_too_long"] == stats.pairs_too_long
+
+
+def test_eval_keeps_every_pair_in_a_fixed_order_with_its_text(data, tokenizer):
+    pairs = expected_pairs(data, "test")
+    sources, references = (
+        open(p, encoding="utf-8").read().splitlines() for p in data.split_paths("test")
+    )
+    batched = make_eval_dataset(
+        *data.split_paths("test"), tokenizer, max_tokens=300, max_source_positions=18
+    )
+    cap = max_sequence_length(18)
+    truncated = sum(len(s) > cap for s, _ in pairs)
+    assert truncated > 0
+    assert (batched.stats.pairs, batched.stats.pairs_kept) == (len(pairs), len(pairs))
+    assert batched.stats.pairs_too_long == batched.stats.source_too_long == truncated
+    first, batches = epoch_pairs(batched.dataset)
+    assert epoch_pairs(batched.dataset)[0] == first  # deterministic
+    seen = []
+    for batch in batches:
+        assert batch["source"].shape[0] * batch["source"].shape[1] <= 300
+        for row in range(batch["source"].shape[0]):
+            index = batch["index"][row]
+            seen.append(index)
+            assert batch["source_text"][row].decode() == sources[index]
+            assert batch["reference_text"][row].decode() == references[index]
+            source, target = pairs[index]
+            if len(source) > cap:
+                source = source[: cap - 1] + (EOS_ID,)
+            assert unpad(batch["source"][row]) == source
+            assert unpad(batch["target"][row]) == target
+    assert sorted(seen) == list(range(len(pairs)))
+    assert len(batches) == batched.stats.batches_per_epoch
+
+
+def test_shards_partition_the_corpus(data, tokenizer):
+    shards = [
+        make_eval_dataset(*data.split_paths("validation"), tokenizer, num_shards=3, shard_index=i)
+        for i in range(3)
+    ]
+    indices = [
+        sorted(int(i) for batch in shard.dataset for i in batch["index"].numpy())
+        for shard in shards
+    ]
+    assert [shard.stats.pairs for shard in shards] == [len(i) for i in indices]
+    assert sorted(sum(indices, [])) == list(range(200))
+    assert indices[1][:3] == [1, 4, 7]
+    with pytest.raises(ValueError, match="shard_index"):
+        make_eval_dataset(*data.split_paths("validation"), tokenizer, num_shards=2, shard_index=2)
+
+
+def test_training_dataset_fn_builds_each_shard_once(data, tokenizer):
+    class Context:  # The two attributes of tf.distribute.InputContext that are used.
+        def __init__(self, pipelines, pipeline_id):
+            self.num_input_pipelines, self.input_pipeline_id = pipelines, pipeline_id
+
+    train_fn = TrainingDatasetFn(*data.split_paths("train"), tokenizer, max_tokens=1000, seed=3)
+    halves = [epoch_pairs(train_fn(0, Context(2, i)))[0] for i in range(2)]
+    assert collections.Counter(halves[0] + halves[1]) == collections.Counter(
+        expected_pairs(data, "train")
+    )
+    assert train_fn.batched(Context(2, 0)) is train_fn.batched(Context(2, 0))
+    assert epoch_pairs(train_fn(5, Context(2, 1)))[0] == epoch_pairs(train_fn(5, Context(2, 1)))[0]
+    with pytest.raises(ValueError, match="input context"):
+        TrainingDatasetFn(*data.split_paths("train"), tokenizer, num_shards=2)
+
+
+def test_disk_cache_is_written_once_and_reused(data, tokenizer, tmp_path):
+    first = make_eval_dataset(*data.split_paths("validation"), tokenizer, cache_dir=str(tmp_path))
+    files = sorted(os.listdir(tmp_path))
+    assert files and all(name.startswith("eval-shard0of1-") for name in files)
+    second = make_eval_dataset(*data.split_paths("validation"), tokenizer, cache_dir=str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == files
+    assert second.stats == first.stats
+    assert epoch_pairs(second.dataset)[0] == epoch_pairs(first.dataset)[0]
+
+
+def test_budget_below_the_longest_pairs_is_refused_only_if_such_pairs_exist(data, tokenizer):
+    longest = max(max(len(s), len(t)) for s, t in expected_pairs(data, "train"))
+    # A budget below the positions is fine while every pair fits it (it becomes a bucket).
+    batched = make_training_dataset(*data.split_paths("train"), tokenizer, max_tokens=longest)
+    assert longest in batched.bucket_lengths
+    assert all(b["source"].shape[0] * b["source"].shape[1] <= longest for b in batched.dataset)
+    with pytest.raises(ValueError, match=f"max_tokens={longest - 1}"):
+        make_training_dataset(*data.split_paths("train"), tokenizer, max_tokens=longest - 1)
