@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 import sentencepiece as spm
+import tensorflow as tf
 
 from convs2s_tf.data.batching import default_bucket_lengths
 from convs2s_tf.data.pipeline import (
@@ -189,17 +190,23 @@ def test_shards_partition_the_corpus(data, tokenizer):
 
 
 def test_training_dataset_fn_builds_each_shard_once(data, tokenizer):
-    class Context:  # The two attributes of tf.distribute.InputContext that are used.
-        def __init__(self, pipelines, pipeline_id):
-            self.num_input_pipelines, self.input_pipeline_id = pipelines, pipeline_id
+    def context(pipeline_id):
+        return tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+        )
 
     train_fn = TrainingDatasetFn(*data.split_paths("train"), tokenizer, max_tokens=1000, seed=3)
-    halves = [epoch_pairs(train_fn(0, Context(2, i)))[0] for i in range(2)]
+    halves = [epoch_pairs(train_fn(0, context(i)))[0] for i in range(2)]
     assert collections.Counter(halves[0] + halves[1]) == collections.Counter(
         expected_pairs(data, "train")
     )
-    assert train_fn.batched(Context(2, 0)) is train_fn.batched(Context(2, 0))
-    assert epoch_pairs(train_fn(5, Context(2, 1)))[0] == epoch_pairs(train_fn(5, Context(2, 1)))[0]
+    assert train_fn.batched(context(0)) is train_fn.batched(context(0))
+    assert epoch_pairs(train_fn(5, context(1)))[0] == epoch_pairs(train_fn(5, context(1)))[0]
+    # As a trainer calls it, through a strategy.
+    distributed = tf.distribute.get_strategy().distribute_datasets_from_function(
+        lambda input_context: train_fn(0, input_context)
+    )
+    assert sum(1 for _ in distributed) == train_fn.batched().stats.batches_per_epoch
     with pytest.raises(ValueError, match="input context"):
         TrainingDatasetFn(*data.split_paths("train"), tokenizer, num_shards=2)
 
