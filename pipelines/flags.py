@@ -162,9 +162,198 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     )
 
 
+def define_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the architecture flags: a preset and optional per-field overrides."""
+    if "arch" in flag_values:
+        return
+    from convs2s_tf.models import list_presets
+
+    flags.DEFINE_enum(
+        "arch",
+        "multi30k_cpu",
+        list_presets(),
+        "Architecture preset (convs2s_tf/models/presets.py); the flags below override fields.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "embed_dim", None, "Embedding width f (overrides the preset).", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "encoder_layers",
+        None,
+        "Encoder layer spec, e.g. '[(512,3)]*9 + [(1024,3)]*4' (overrides the preset).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "decoder_layers",
+        None,
+        "Decoder layer spec (overrides the preset).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "decoder_out_embed_dim",
+        None,
+        "Decoder width before the vocabulary projection (overrides the preset).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "decoder_attention",
+        None,
+        "Decoder blocks with attention: True, False or a list like '[True, False]*2'.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "dropout",
+        None,
+        "Dropout drop probability (overrides the preset; paper 0.1-0.2).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "share_decoder_input_output_embed",
+        None,
+        "Tie the decoder's output projection to its token table (needs out embed == embed).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "source_positions",
+        None,
+        "Add learned source positions (default on).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "target_positions",
+        None,
+        "Add learned target positions (default on).",
+        flag_values=flag_values,
+    )
+
+
+_MODEL_OVERRIDES = (
+    "embed_dim",
+    "encoder_layers",
+    "decoder_layers",
+    "decoder_out_embed_dim",
+    "decoder_attention",
+    "dropout",
+    "share_decoder_input_output_embed",
+    "source_positions",
+    "target_positions",
+)
+
+
+def model_config_from_flags(
+    vocab_size: int, flag_values: flags.FlagValues = FLAGS
+) -> dict[str, Any]:
+    """`ConvS2S` constructor arguments: the preset, overridden by the flags that are set."""
+    from convs2s_tf.models import ConvS2S, get_preset
+
+    config = get_preset(flag_values.arch)
+    for name in _MODEL_OVERRIDES:
+        value = flag_values[name].value
+        if value is not None:
+            config[name] = value
+    config.update(
+        source_vocab_size=vocab_size,
+        target_vocab_size=vocab_size,
+        max_source_positions=flag_values.max_source_positions,
+        max_target_positions=flag_values.max_target_positions,
+    )
+    try:
+        # Validates the combination (specs, shared embedding sizes, ...) without building.
+        config = ConvS2S(**config).get_config()
+    except ValueError as error:
+        raise flags.ValidationError(f"Invalid model flags: {error}") from None
+    for key in ("name", "trainable", "dtype"):
+        config.pop(key, None)
+    return config
+
+
+def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the training flags (defaults: the paper's optimisation, section 4.2)."""
+    if "model_dir" in flag_values:
+        return
+    from convs2s_tf.training import STRATEGIES
+
+    define = {
+        int: flags.DEFINE_integer,
+        float: flags.DEFINE_float,
+        bool: flags.DEFINE_bool,
+        str: flags.DEFINE_string,
+    }
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "Run directory: checkpoints, config.json and TensorBoard events.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "strategy",
+        "mirrored",
+        list(STRATEGIES),
+        "tf.distribute strategy: mirrored (all local GPUs or the CPU), multi_worker "
+        "(MultiWorkerMirroredStrategy from TF_CONFIG) or one_device.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "max_train_minutes",
+        0.0,
+        "Stop training after this many minutes of wall time, at the next epoch end (0: no "
+        "limit).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "test_beam_size",
+        5,
+        "After training, translate the test split with the best checkpoint and this beam "
+        "and report BLEU (0 skips).",
+        flag_values=flag_values,
+    )
+    for name, default, help_text in _TRAINING_FLAGS:
+        define[type(default)](name, default, help_text, flag_values=flag_values)
+
+
+# (flag, default, help): each maps onto the TrainingConfig field of the same name.
+_TRAINING_FLAGS = (
+    ("learning_rate", 0.25, "Initial learning rate of Nesterov SGD (paper: 0.25)."),
+    ("momentum", 0.99, "Nesterov momentum (paper: 0.99)."),
+    ("clip_norm", 0.1, "Renormalise gradients above this global norm (paper: 0.1; 0 = off)."),
+    ("label_smoothing", 0.1, "Label smoothing epsilon (0 = plain cross-entropy)."),
+    ("lr_shrink", 0.1, "Learning-rate factor after an epoch without validation improvement."),
+    ("min_learning_rate", 1e-4, "Stop once the learning rate falls below this."),
+    ("max_epochs", 0, "Stop after this many epochs (0: no limit)."),
+    ("max_steps", 0, "Stop after this many updates (0: no limit)."),
+    ("update_freq", 1, "Batches accumulated per update (emulates update_freq x larger batches)."),
+    ("save_every_steps", 1000, "Checkpoint every this many updates (0: only at epoch ends)."),
+    ("keep_checkpoints", 3, "Recent checkpoints kept (the best is kept separately in best/)."),
+    ("max_nonfinite_steps", 5, "Consecutive NaN/inf updates tolerated before stopping."),
+    ("log_every_steps", 100, "TensorBoard training-scalar interval, in updates."),
+    ("valid_beam_size", 5, "Beam width of the validation BLEU (0 skips BLEU)."),
+    ("valid_bleu_sentences", 0, "Validation sentences decoded for BLEU (0: all)."),
+    ("attention_sentences", 3, "Validation sentences whose attention is plotted per block."),
+    ("sample_sentences", 5, "Validation translations logged next to their references."),
+    ("mixed_precision", False, "Compute in bfloat16 with float32 variables and loss."),
+    ("jit_compile", False, "XLA-compile the training step."),
+    ("progress_bar", True, "Show a progress bar on the console."),
+    ("seed", 1, "Seed of initialisation, dropout and shuffling."),
+)
+
+
+def training_config_from_flags(flag_values: flags.FlagValues = FLAGS):
+    """The `TrainingConfig` the training flags describe (validated)."""
+    from convs2s_tf.training import TrainingConfig
+
+    config = TrainingConfig(**{name: flag_values[name].value for name, _, _ in _TRAINING_FLAGS})
+    try:
+        return config.validate()
+    except ValueError as error:
+        raise flags.ValidationError(f"Invalid training flags: {error}") from None
+
+
 def define_all_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines every flag of every pipeline (so one flagfile serves all of them)."""
     define_data_flags(flag_values)
+    define_model_flags(flag_values)
+    define_training_flags(flag_values)
 
 
 def _require_data_dir(flag_values: flags.FlagValues) -> str:

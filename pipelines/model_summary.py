@@ -1,6 +1,6 @@
 """Prints the parameter count per component of a ConvS2S architecture.
 
-    python -m pipelines.model_summary --preset=wmt_en_de --vocab_size=40000
+python -m pipelines.model_summary --preset=wmt_en_de --vocab_size=40000
 """
 
 from absl import app, flags

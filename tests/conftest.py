@@ -5,9 +5,9 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import keras  # noqa: E402
 
 
 def randomize_weights(model, seed=0, scale=0.3):

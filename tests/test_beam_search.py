@@ -134,7 +134,9 @@ def test_batch_composition_does_not_change_results():
         np.testing.assert_array_equal(
             together.tokens[row, 0, :length].numpy(), alone.tokens[0, 0, :length].numpy()
         )
-        assert together.scores[row, 0].numpy() == pytest.approx(alone.scores[0, 0].numpy(), abs=1e-5)
+        assert together.scores[row, 0].numpy() == pytest.approx(
+            alone.scores[0, 0].numpy(), abs=1e-5
+        )
 
 
 def test_greedy_is_width_one_argmax():

@@ -248,8 +248,10 @@ def test_incremental_decoding_matches_parallel(width, rng):
         )
         assert np.max(np.abs(logits.numpy() - parallel.numpy()[:, t])) < 1e-5
         np.testing.assert_allclose(attention.numpy(), parallel_attention.numpy()[:, t], atol=1e-6)
-    assert all(window.shape[1] == layer.kernel_width - 1 for window, layer in zip(
-        state, model.decoder.layer_spec))
+    assert all(
+        window.shape[1] == layer.kernel_width - 1
+        for window, layer in zip(state, model.decoder.layer_spec)
+    )
 
 
 def test_incremental_step_in_tf_function(rng):

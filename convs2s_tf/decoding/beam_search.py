@@ -26,9 +26,7 @@ import tensorflow as tf
 
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID, UNK_ID
 
-SearchOutput = collections.namedtuple(
-    "SearchOutput", ["tokens", "scores", "lengths", "attention"]
-)
+SearchOutput = collections.namedtuple("SearchOutput", ["tokens", "scores", "lengths", "attention"])
 SearchOutput.__doc__ = """The n-best hypotheses of every sentence, best first.
 
 Fields:
@@ -126,8 +124,15 @@ def beam_search(
     candidate_rank = tf.range(two_k)[None, :]
     hypothesis_max_lengths = tf.repeat(max_lengths, k)
 
-    def condition(step, incremental_state, alive_scores, alive_tokens, alive_attention,
-                  finished_count, *finished):
+    def condition(
+        step,
+        incremental_state,
+        alive_scores,
+        alive_tokens,
+        alive_attention,
+        finished_count,
+        *finished,
+    ):
         return tf.logical_and(step < max_steps, tf.reduce_any(finished_count < k))
 
     def body(
@@ -156,9 +161,7 @@ def beam_search(
         adjusted = logits + token_bias
         forbid_eos = step < min_length
         force_eos = step >= hypothesis_max_lengths
-        adjusted = tf.where(
-            tf.logical_and(is_eos_column, forbid_eos)[None, :], _NEG_INF, adjusted
-        )
+        adjusted = tf.where(tf.logical_and(is_eos_column, forbid_eos)[None, :], _NEG_INF, adjusted)
         adjusted = tf.where(
             tf.logical_and(force_eos[:, None], tf.logical_not(is_eos_column)[None, :]),
             _NEG_INF,
@@ -191,9 +194,7 @@ def beam_search(
 
         candidate_history = tf.gather(alive_tokens, candidate_beams, batch_dims=1)
         candidate_sequences = tf.concat([candidate_history, candidate_tokens[:, :, None]], 2)
-        finished_tokens = tf.concat(
-            [finished_tokens, tf.fill([batch_size, k, 1], PAD_ID)], axis=2
-        )
+        finished_tokens = tf.concat([finished_tokens, tf.fill([batch_size, k, 1], PAD_ID)], axis=2)
         finished_tokens = tf.tensor_scatter_nd_update(
             finished_tokens, accepted_index, tf.boolean_mask(candidate_sequences, accepted)
         )
@@ -271,8 +272,9 @@ def beam_search(
     hypotheses = tf.TensorShape([None, k])
     shape_invariants = (
         tf.TensorShape([]),
-        tf.nest.map_structure(lambda t: tf.TensorShape([None]).concatenate(t.shape[1:]),
-                              incremental_state),
+        tf.nest.map_structure(
+            lambda t: tf.TensorShape([None]).concatenate(t.shape[1:]), incremental_state
+        ),
         hypotheses,
         tf.TensorShape([None, k, None]),
         tf.TensorShape([None, k, None, None]),

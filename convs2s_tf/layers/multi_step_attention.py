@@ -74,7 +74,9 @@ class MultiStepAttention(keras.layers.Layer):
         scores = tf.cast(scores, tf.float32)
         scores = tf.where(source_mask[:, None, :], scores, tf.float32.min)
         weights = tf.nn.softmax(scores, axis=-1)
-        context = tf.matmul(tf.cast(weights, self.compute_dtype), tf.cast(values, self.compute_dtype))
+        context = tf.matmul(
+            tf.cast(weights, self.compute_dtype), tf.cast(values, self.compute_dtype)
+        )
         source_length = tf.reduce_sum(tf.cast(source_mask, self.compute_dtype), axis=1)
         context = context * tf.sqrt(source_length)[:, None, None]
         outputs = (self.out_projection(context) + residual) * half

@@ -66,7 +66,9 @@ class WeightNormConv1D(keras.layers.Layer):
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
         stddev = (
-            self.stddev if self.stddev is not None else (1.0 / (self.kernel_size * input_dim)) ** 0.5
+            self.stddev
+            if self.stddev is not None
+            else (1.0 / (self.kernel_size * input_dim)) ** 0.5
         )
         self.kernel_v = self.add_weight(
             name="kernel_v",
@@ -115,9 +117,7 @@ class WeightNormConv1D(keras.layers.Layer):
             # TF's conv1d returns a wrongly shaped tensor for an empty batch (as a replica
             # may get); restating the shape is free and keeps the empty case valid.
             shape = tf.shape(inputs)
-            outputs = tf.reshape(
-                outputs, [shape[0], shape[1] - self.kernel_size + 1, self.filters]
-            )
+            outputs = tf.reshape(outputs, [shape[0], shape[1] - self.kernel_size + 1, self.filters])
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs

@@ -242,13 +242,23 @@ class ConvDecoder(keras.layers.Layer):
         return tf.add_n(attention_weights) / float(len(attention_weights))
 
     def _logits(self, x, training):
+        return self.output_logits(self._hidden(x, training))
+
+    def _hidden(self, x, training):
         x = self.hidden_projection(x)
-        x = self.dropout_layer(x, training=training)
+        return self.dropout_layer(x, training=training)
+
+    def output_logits(self, features):
+        """The vocabulary projection of `features` (`[..., out_embed_dim]`), in float32.
+
+        Training applies it to the non-pad target positions only (see `features`),
+        which saves the largest matrix product of the model on padding.
+        """
         if self.output_projection is not None:
-            logits = self.output_projection(x)
+            logits = self.output_projection(features)
         else:
             table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-            logits = tf.tensordot(x, tf.transpose(table), axes=1) + tf.cast(
+            logits = tf.tensordot(features, tf.transpose(table), axes=1) + tf.cast(
                 self.output_bias, self.compute_dtype
             )
         # Softmax, loss and search run in float32 whatever the compute dtype.
@@ -268,6 +278,22 @@ class ConvDecoder(keras.layers.Layer):
         True for the average over attention blocks (`[batch, target, source]`, None if
         no block attends), `"per_block"` for the list of each attention block's weights.
         """
+        features, attention_weights = self._features(
+            target_input, encoder_output, training, bool(return_attention)
+        )
+        logits = self.output_logits(features)
+        if return_attention == "per_block":
+            return logits, attention_weights
+        if return_attention:
+            return logits, self._average(attention_weights) if attention_weights else None
+        return logits
+
+    def features(self, target_input, encoder_output, training=False):
+        """The inputs of the vocabulary projection, `[batch, target, out_embed_dim]`
+        (after the final dropout): `output_logits(features(...))` equals `call(...)`."""
+        return self._features(target_input, encoder_output, training, False)[0]
+
+    def _features(self, target_input, encoder_output, training, need_attention):
         target_embedding = self._embed(target_input, training)
         x = self.input_projection(target_embedding)
 
@@ -275,14 +301,9 @@ class ConvDecoder(keras.layers.Layer):
             return convolution(self.dropout_layer(x, training=training))
 
         x, attention_weights = self._blocks(
-            x, target_embedding, encoder_output, convolve, need_attention=bool(return_attention)
+            x, target_embedding, encoder_output, convolve, need_attention=need_attention
         )
-        logits = self._logits(x, training)
-        if return_attention == "per_block":
-            return logits, attention_weights
-        if return_attention:
-            return logits, self._average(attention_weights) if attention_weights else None
-        return logits
+        return self._hidden(x, training), attention_weights
 
     def initial_state(self, batch_size):
         """The incremental state before the first step: per block, `k - 1` zero inputs.

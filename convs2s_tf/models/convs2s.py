@@ -130,7 +130,9 @@ class ConvS2S(keras.Model):
 
         config = dict(get_preset(preset))
         config.update(overrides)
-        return cls(source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config)
+        return cls(
+            source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config
+        )
 
     def build(self, input_shape=None):
         self.encoder.build()

@@ -16,7 +16,9 @@ def parameter_counts(model):
         if side.position_embedding is not None:
             rows.append((f"{prefix}/position_embedding", _count(side.position_embedding.weights)))
         rows.append((f"{prefix}/input_projection", _count(side.input_projection.weights)))
-        rows.append((f"{prefix}/convolutions", _count(v for c in side.convolutions for v in c.weights)))
+        rows.append(
+            (f"{prefix}/convolutions", _count(v for c in side.convolutions for v in c.weights))
+        )
         rows.append(
             (
                 f"{prefix}/residual_projections",

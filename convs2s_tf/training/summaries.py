@@ -23,7 +23,9 @@ class SummaryLogger:
 
     def writer(self, split):
         if split not in self._writers:
-            self._writers[split] = tf.summary.create_file_writer(os.path.join(self.model_dir, split))
+            self._writers[split] = tf.summary.create_file_writer(
+                os.path.join(self.model_dir, split)
+            )
         return self._writers[split]
 
     def scalars(self, split, step, values):

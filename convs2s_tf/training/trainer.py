@@ -84,8 +84,10 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, state=self.state
         )
-        write_dir = model_dir if self.is_chief else os.path.join(
-            model_dir, f"tmp_worker_{strategy.cluster_resolver.task_id}"
+        write_dir = (
+            model_dir
+            if self.is_chief
+            else os.path.join(model_dir, f"tmp_worker_{strategy.cluster_resolver.task_id}")
         )
         self._write_dir = write_dir
         self.manager = tf.train.CheckpointManager(
@@ -104,19 +106,28 @@ class Trainer:
         self._accumulate_step = None
         self._search = None
         self._nonfinite_in_a_row = 0
+        # Optional callable checked at every epoch end (e.g. a wall-clock limit).
+        self.stop_condition = None
 
     # ----------------------------------------------------------------- steps
     def _replica_gradients(self, batch):
         with tf.GradientTape() as tape:
-            logits = self.model(
-                {"source": batch["source"], "target_input": batch["target_input"]}, training=True
-            )
-            loss_sum, nll_sum, tokens = token_losses(
-                logits, batch["target"], self.config.label_smoothing
-            )
+            loss_sum, nll_sum, tokens = self._loss_sums(batch, training=True)
         gradients = tape.gradient(loss_sum, self.model.trainable_variables)
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         return gradients, tf.stack([loss_sum, nll_sum, tokens])
+
+    def _loss_sums(self, batch, training):
+        """(loss, nll, tokens) sums; logits are computed at non-pad targets only."""
+        encoder_output = self.model.encode(batch["source"], training=training)
+        features = self.model.decoder.features(
+            batch["target_input"], encoder_output, training=training
+        )
+        mask = tf.not_equal(batch["target"], self.model.decoder.pad_id)
+        logits = self.model.decoder.output_logits(tf.boolean_mask(features, mask))
+        return token_losses(
+            logits, tf.boolean_mask(batch["target"], mask), self.config.label_smoothing
+        )
 
     def _reduced_gradients(self, batch):
         gradients, sums = self.strategy.run(self._replica_gradients, args=(batch,))
@@ -217,6 +228,8 @@ class Trainer:
             return "reached max_epochs"
         if float(self.state.learning_rate.numpy()) < config.min_learning_rate:
             return f"learning rate fell below {config.min_learning_rate:g}"
+        if self.stop_condition is not None and self.stop_condition():
+            return "reached the time limit"
         return None
 
     def _record_step(self, result):
@@ -234,8 +247,8 @@ class Trainer:
         if self._nonfinite_in_a_row >= self.config.max_nonfinite_steps:
             raise TrainingDivergedError(
                 f"{self._nonfinite_in_a_row} consecutive updates had a NaN or infinite loss or "
-                f"gradient (last at step {int(self.state.step.numpy())}); training stopped. Lower the "
-                "learning rate or clip_norm, or check the data."
+                f"gradient (last at step {int(self.state.step.numpy())}); training stopped. "
+                "Lower the learning rate or clip_norm, or check the data."
             )
 
     def train(self, train_dataset_fn, valid_dataset=None, steps_per_epoch=None):
@@ -293,9 +306,7 @@ class Trainer:
         config = self.config
         target = steps_per_epoch
         progress = (
-            keras.utils.Progbar(
-                target, stateful_metrics=["loss", "tok/s", "lr"], unit_name="batch"
-            )
+            keras.utils.Progbar(target, stateful_metrics=["loss", "tok/s", "lr"], unit_name="batch")
             if config.progress_bar and self.is_chief
             else None
         )
@@ -465,8 +476,8 @@ class Trainer:
 
             @tf.function(input_signature=[spec, spec, spec])
             def evaluate(source, target_input, target):
-                logits = self.model({"source": source, "target_input": target_input})
-                return tf.stack(token_losses(logits, target, self.config.label_smoothing))
+                batch = {"source": source, "target_input": target_input, "target": target}
+                return tf.stack(self._loss_sums(batch, training=False))
 
             self._evaluate = evaluate
         return self._evaluate

@@ -46,7 +46,9 @@ def main():
     rng = np.random.default_rng(0)
     global_batch = make_batch(rng, 6)
     reference_trainer = Trainer(
-        model_fn, TrainingConfig(progress_bar=False), tempfile.mkdtemp(),
+        model_fn,
+        TrainingConfig(progress_bar=False),
+        tempfile.mkdtemp(),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
     )
     initial = reference_trainer.model.get_weights()
