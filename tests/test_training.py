@@ -159,7 +159,10 @@ def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
     assert os.path.exists(tmp_path / "best" / "checkpoint")
 
 
-def test_resume_restores_state_and_optimizer(tmp_path):
+def test_resume_restores_state_and_optimizer(tmp_path, monkeypatch):
+    # A relative model directory, as in the configs.
+    monkeypatch.chdir(tmp_path)
+    tmp_path = tmp_path.relative_to(tmp_path) / "run"
     trainer = _trainer(tmp_path, max_steps=4, save_every_steps=2)
     trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3), steps_per_epoch=3)
     weights = [w.numpy() for w in trainer.model.weights]

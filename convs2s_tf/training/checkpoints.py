@@ -58,9 +58,8 @@ def latest_checkpoint(directory):
     state = tf.train.get_checkpoint_state(directory)
     if state is None or not state.model_checkpoint_path:
         raise CheckpointError(f"The checkpoint state file {state_file} is unreadable or empty.")
+    # get_checkpoint_state already resolves a relative path against `directory`.
     path = state.model_checkpoint_path
-    if not os.path.isabs(path):
-        path = os.path.join(directory, path)
     if not tf.io.gfile.exists(path + ".index"):
         raise CheckpointError(
             f"The latest checkpoint {path} named in {state_file} is missing; refusing to start "

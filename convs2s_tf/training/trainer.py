@@ -58,7 +58,9 @@ class Trainer:
 
     def __init__(self, model_fn, config, model_dir, strategy, tokenizer=None, hparams=None):
         self.config = config.validate()
-        self.model_dir = model_dir
+        # Absolute, so checkpoint state files stay valid whatever the working directory.
+        self.model_dir = os.path.abspath(model_dir)
+        model_dir = self.model_dir
         self.strategy = strategy
         self.tokenizer = tokenizer
         self.is_chief = _is_chief(strategy)

@@ -1,0 +1,175 @@
+"""End-to-end tests of `python -m pipelines.train` on a small real corpus."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A tiny model so that each run takes seconds on 2 cores.
+TINY_MODEL = [
+    "--embed_dim=32",
+    "--encoder_layers=[(32, 3)] * 2",
+    "--decoder_layers=[(32, 3)] * 2",
+    "--decoder_out_embed_dim=32",
+    "--dropout=0.1",
+    "--max_tokens=600",
+]
+
+
+def _command(small_corpus, data_dir, model_dir, *extra):
+    return [
+        sys.executable,
+        "-m",
+        "pipelines.train",
+        "--dataset=local",
+        f"--train_prefix={small_corpus['train']}",
+        f"--valid_prefix={small_corpus['validation']}",
+        f"--test_prefix={small_corpus['test']}",
+        "--source_lang=en",
+        "--target_lang=de",
+        "--vocab_size=500",
+        f"--data_dir={data_dir}",
+        f"--model_dir={model_dir}",
+        "--progress_bar=false",
+        "--test_beam_size=0",
+        *TINY_MODEL,
+        *extra,
+    ]
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _run(command, timeout=600):
+    return subprocess.run(
+        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _latest_step(model_dir):
+    state = tf.train.get_checkpoint_state(os.path.join(model_dir, "checkpoints"))
+    if state is None:
+        return None
+    return int(state.model_checkpoint_path.rsplit("-", 1)[-1])
+
+
+def test_sigkill_mid_epoch_then_resume(small_corpus, tmp_path):
+    data_dir, model_dir = tmp_path / "data", tmp_path / "run"
+    command = _command(
+        small_corpus,
+        data_dir,
+        model_dir,
+        "--max_steps=60",
+        "--save_every_steps=10",
+        "--valid_beam_size=0",
+    )
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            step = _latest_step(str(model_dir))
+            if step is not None and step >= 20:
+                break
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint at step 20 within 300 s")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    killed_at = _latest_step(str(model_dir))
+    assert 20 <= killed_at < 60
+    # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch.
+    resumed = _run(command)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resumed from {model_dir}/checkpoints/ckpt-{killed_at}" in resumed.stderr
+    assert _latest_step(str(model_dir)) == 60
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", "ckpt-60"))
+    assert reader.get_tensor("state/step/.ATTRIBUTES/VARIABLE_VALUE") == 60
+    # Re-running a finished command does no more steps.
+    again = _run(command)
+    assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
+
+
+def _tags(directory):
+    accumulator = event_accumulator.EventAccumulator(
+        directory, size_guidance={event_accumulator.TENSORS: 0}
+    )
+    accumulator.Reload()
+    return set(accumulator.Tags()["tensors"])
+
+
+def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
+    model_dir = tmp_path / "run"
+    result = _run(
+        _command(
+            small_corpus,
+            tmp_path / "data",
+            model_dir,
+            "--max_epochs=1",
+            "--log_every_steps=5",
+            "--valid_beam_size=2",
+            "--attention_sentences=2",
+            "--sample_sentences=3",
+            "--test_beam_size=2",
+        )
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "epoch   1" in result.stdout and "valid loss" in result.stdout
+    assert "test BLEU" in result.stdout and "nrefs:1|case:mixed" in result.stdout
+    train = _tags(str(model_dir / "train"))
+    for tag in ("loss", "perplexity", "learning_rate", "gradient_norm", "tokens_per_second"):
+        assert tag in train, (tag, train)
+    assert any(tag.startswith("weights/") for tag in train)
+    assert "_hparams_/session_start_info" in train
+    valid = _tags(str(model_dir / "valid"))
+    for tag in ("loss", "perplexity", "bleu", "translations"):
+        assert tag in valid, (tag, valid)
+    # One heatmap per decoder block with attention (both blocks here) per sentence.
+    for sentence in range(2):
+        for block in range(2):
+            assert f"attention/sentence_{sentence}/block_{block}" in valid
+    assert glob.glob(str(model_dir / "best" / "ckpt-*.index"))
+    assert os.path.exists(model_dir / "config.json")
+    assert os.path.exists(model_dir / "test_results.json")
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--no_such_flag=1", "Unknown command line flag 'no_such_flag'"),
+        ("--encoder_layers=[(32, 3)] * x", "Invalid spec"),
+        ("--share_decoder_input_output_embed", "out_embed_dim"),
+        ("--min_learning_rate=1.0", "min_learning_rate=1.0 must be below"),
+        ("--strategy=tpu", "strategy"),
+        ("--arch=nope", "Unknown architecture preset 'nope'"),
+    ],
+)
+def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, message):
+    extra = [flag]
+    if flag == "--share_decoder_input_output_embed":
+        extra.append("--decoder_out_embed_dim=16")
+    result = _run(_command(small_corpus, tmp_path / "data", tmp_path / "run", *extra))
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_changed_model_flags_refuse_to_resume(small_corpus, tmp_path):
+    command = _command(small_corpus, tmp_path / "data", tmp_path / "run", "--max_steps=2")
+    assert _run(command).returncode == 0
+    other = [arg if not arg.startswith("--embed_dim") else "--embed_dim=48" for arg in command]
+    result = _run(other)
+    assert result.returncode != 0
+    assert "describes another model" in result.stderr
