@@ -17,13 +17,13 @@ CONFIG = os.path.join(REPO_ROOT, "configs", "multi30k_en_de.cfg")
 
 def parsed(*arguments):
     flag_values = flags.FlagValues()
-    pipeline_flags.define_data_flags(flag_values)
-    pipeline_flags.define_data_flags(flag_values)  # a second call is a no-op
+    pipeline_flags.define_all_flags(flag_values)
+    pipeline_flags.define_all_flags(flag_values)  # a second call is a no-op
     flag_values(["prog", *arguments])
     return flag_values
 
 
-def test_every_data_flag_has_help_and_the_config_comments_and_sets_them():
+def test_every_flag_has_help_and_the_config_comments_and_sets_them():
     flag_values = parsed()
     names = [name for name in flag_values if len(name) > 1 and name not in ("help", "helpfull")]
     for name in names:

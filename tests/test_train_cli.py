@@ -154,7 +154,7 @@ def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
         ("--share_decoder_input_output_embed", "out_embed_dim"),
         ("--min_learning_rate=1.0", "min_learning_rate=1.0 must be below"),
         ("--strategy=tpu", "strategy"),
-        ("--arch=nope", "Unknown architecture preset 'nope'"),
+        ("--arch=nope", "flag --arch=nope: value should be one of"),
     ],
 )
 def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, message):
