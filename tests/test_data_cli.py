@@ -103,3 +103,18 @@ def test_prepare_data_cli_end_to_end(small_corpus, tmp_path):
     missing = run_prepare(*arguments[:-1], f"--test_prefix={tmp_path}/absent", "--vocab_size=400")
     assert missing.returncode == 1
     assert f"{tmp_path}/absent.en" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["multi30k_en_de", "quickstart", "wmt14_en_de", "wmt14_en_fr", "wmt16_en_ro"],
+)
+def test_every_config_parses_with_every_pipeline_flag(name, monkeypatch):
+    # Flagfiles name paths relative to the repository root, as in the README.
+    monkeypatch.chdir(REPO_ROOT)
+    flag_values = parsed(f"--flagfile=configs/{name}.cfg")
+    assert flag_values.model_dir.startswith("runs/")
+    assert flag_values.arch in ("multi30k_cpu", "wmt_en_de", "wmt_en_fr", "wmt_en_ro")
+    if name.startswith("wmt"):
+        assert flag_values.vocab_size == 40000
+        assert flag_values.dataset.startswith("wmt1")
