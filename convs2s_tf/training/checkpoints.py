@@ -29,6 +29,8 @@ def restore_checkpoint(checkpoint, path):
     try:
         status = checkpoint.restore(path)
         status.assert_existing_objects_matched()
+        # Inference restores the model alone: optimiser slots may stay unused.
+        status.expect_partial()
     except Exception as error:  # noqa: BLE001 (any failure here must name the checkpoint)
 
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)

@@ -502,8 +502,8 @@ class Trainer:
         for row in range(int(tf.shape(source)[0])):
             source_ids = [int(t) for t in source[row].numpy() if t != self.model.decoder.pad_id]
             target_ids = [int(t) for t in tokens[row, : int(lengths[row])].numpy()]
-            source_pieces = self.tokenizer.id_to_piece(source_ids)
-            target_pieces = self.tokenizer.id_to_piece(target_ids)
+            source_pieces = _pieces(self.tokenizer, source_ids)
+            target_pieces = _pieces(self.tokenizer, target_ids)
             source_columns = [
                 i for i, t in enumerate(source[row].numpy()) if t != self.model.decoder.pad_id
             ]
@@ -542,6 +542,10 @@ class Trainer:
             with tf.io.gfile.GFile(path + ".tmp", "w") as f:
                 json.dump(run_config, f, indent=2, sort_keys=True)
             tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def _pieces(tokenizer, ids):
+    return [piece.decode("utf-8") for piece in tokenizer.id_to_piece(ids).numpy()]
 
 
 def config_as_dict(config):

@@ -1,0 +1,149 @@
+"""The exported translator: strings in, translations out, in core TF and tf-text ops."""
+
+import tensorflow as tf
+
+from convs2s_tf.decoding import beam_search
+from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+
+
+class TranslationModule(tf.Module):
+    """A `ConvS2S` model, its SentencePiece tokenizer and a beam search, for SavedModels.
+
+    Every input is handled: text is re-encoded as UTF-8 with invalid bytes replaced by
+    U+FFFD, empty strings translate like a lone `</s>`, unseen characters become `<unk>`,
+    and sources longer than the model's positions are truncated to their first
+    `max_length - 1` pieces (then `</s>`), so no element of a batch can fail another.
+
+    Args:
+        model: A built `ConvS2S`.
+        tokenizer: The `Tokenizer` of the model's vocabulary.
+        beam_size: Beam width (1: greedy).
+        max_len_a: `a` of the per-sentence maximum output length `a * source + b`.
+        max_len_b: `b` of the maximum output length.
+        length_penalty: `alpha` of `score / length ** alpha`.
+        unk_penalty: Penalty on `<unk>` log-probabilities.
+        min_length: Minimum output length before `</s>`.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size=5,
+        max_len_a=1.2,
+        max_len_b=10,
+        length_penalty=1.0,
+        unk_penalty=0.0,
+        min_length=1,
+    ):
+        super().__init__(name="convs2s_translator")
+        self.model = model
+        self.tokenizer = tokenizer
+        # Session-based loaders (TF Serving, saved_model_cli) only find variables reachable
+        # as tf.Variables; Keras 3 variables alone were seen to go missing there.
+        self.model_variables = [variable.value for variable in model.variables]
+        self.search_options = dict(
+            beam_size=int(beam_size),
+            max_len_a=float(max_len_a),
+            max_len_b=int(max_len_b),
+            length_penalty=float(length_penalty),
+            unk_penalty=float(unk_penalty),
+            min_length=int(min_length),
+        )
+        self.max_source_length = model.encoder.max_length
+
+    # ------------------------------------------------------------- helpers
+    def encode_text(self, text):
+        """`[batch]` strings -> `[batch, source]` int32 ids ending in `</s>`, pad-filled."""
+        text = tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        pieces = self.tokenizer.encode(text)
+        return self._finish_source(pieces)
+
+    def _finish_source(self, pieces):
+        # Keep room for </s> within the position table.
+        pieces = pieces[:, : self.max_source_length - 1]
+        eos = tf.fill([pieces.nrows(), 1], EOS_ID)
+        pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        return pieces.to_tensor(default_value=PAD_ID)
+
+    def _search(self, source, nbest=1, return_attention=False):
+        return beam_search(
+            self.model,
+            source,
+            nbest=nbest,
+            return_attention=return_attention,
+            **self.search_options,
+        )
+
+    # ---------------------------------------------------------- signatures
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate(self, text):
+        """The best translation of each string and its score."""
+        output = self._search(self.encode_text(text))
+        return {
+            "translation": self.tokenizer.decode(output.tokens[:, 0]),
+            "score": output.scores[:, 0],
+        }
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_nbest(self, text):
+        """All `beam_size` hypotheses of each string, best first, with scores."""
+        nbest = self.search_options["beam_size"]
+        output = self._search(self.encode_text(text), nbest=nbest)
+        batch = tf.shape(output.tokens)[0]
+        flat = tf.reshape(output.tokens, [batch * nbest, -1])
+        translations = tf.reshape(self.tokenizer.decode(flat), [batch, nbest])
+        return {"translations": translations, "scores": output.scores}
+
+    @tf.function(input_signature=[IDS_SPEC])
+    def translate_ids(self, source_ids):
+        """Token ids in and out, for clients that tokenise themselves.
+
+        `source_ids` holds one sentence per row without `</s>`, right-padded with
+        `<pad>` (1); out-of-vocabulary ids become `<unk>`. Returns the best hypothesis'
+        ids (ending in `</s>`, then `<pad>`), its length and score.
+        """
+        source_ids = tf.cast(source_ids, tf.int32)
+        vocab_size = self.model.encoder.vocab_size
+        valid = tf.logical_and(source_ids >= 0, source_ids < vocab_size)
+        source_ids = tf.where(valid, source_ids, 3)
+        mask = tf.logical_and(
+            tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID)
+        )
+        pieces = tf.ragged.boolean_mask(source_ids, mask)
+        output = self._search(self._finish_source(pieces))
+        return {
+            "output_ids": output.tokens[:, 0],
+            "length": output.lengths[:, 0],
+            "score": output.scores[:, 0],
+        }
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_with_attention(self, text):
+        """The best translation with its attention (averaged over decoder blocks) and the
+        source and target pieces labelling its axes."""
+        source = self.encode_text(text)
+        output = self._search(source, return_attention=True)
+        tokens = output.tokens[:, 0]
+        return {
+            "translation": self.tokenizer.decode(tokens),
+            "score": output.scores[:, 0],
+            "attention": output.attention[:, 0],
+            "source_pieces": self.tokenizer.id_to_piece(source),
+            "target_pieces": self.tokenizer.id_to_piece(tokens),
+            "source_length": tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1),
+            "target_length": output.lengths[:, 0],
+        }
+
+    def signatures(self):
+        return {
+            "serving_default": self.translate,
+            "translate_nbest": self.translate_nbest,
+            "translate_ids": self.translate_ids,
+            "translate_with_attention": self.translate_with_attention,
+        }

@@ -1,0 +1,55 @@
+"""Loading a trained run (config.json + checkpoint + SentencePiece model) for inference."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from convs2s_tf.data.tokenizer import Tokenizer
+from convs2s_tf.models import ConvS2S
+from convs2s_tf.training.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
+
+
+def read_run_config(model_dir):
+    path = os.path.join(model_dir, "config.json")
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            f"{path} does not exist: --model_dir must be a directory written by "
+            "pipelines.train (or pipelines.import_fairseq)."
+        )
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def find_checkpoint(model_dir, checkpoint=None):
+    """`checkpoint` if given, else the best checkpoint, else the latest one."""
+    if checkpoint:
+        return checkpoint
+    for subdirectory in ("best", "checkpoints"):
+        path = latest_checkpoint(os.path.join(model_dir, subdirectory))
+        if path:
+            return path
+    raise CheckpointError(f"No checkpoint in {model_dir}/best or {model_dir}/checkpoints.")
+
+
+def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None):
+    """Builds the run's model, restores its weights and loads its tokenizer.
+
+    Args:
+        model_dir: A run directory (config.json, best/, checkpoints/).
+        checkpoint: A checkpoint path; default the best, else the latest.
+        sentencepiece_model: Overrides the SentencePiece model named in config.json
+            (None: that one; "" or a run without one: no tokenizer).
+
+    Returns:
+        `(model, tokenizer_or_None, checkpoint_path, run_config)`.
+    """
+    run_config = read_run_config(model_dir)
+    model = ConvS2S(**run_config["model"])
+    model(model.dummy_inputs())
+    path = find_checkpoint(model_dir, checkpoint)
+    restore_checkpoint(tf.train.Checkpoint(model=model), path)
+    if sentencepiece_model is None:
+        sentencepiece_model = run_config.get("sentencepiece_model")
+    tokenizer = Tokenizer(sentencepiece_model) if sentencepiece_model else None
+    return model, tokenizer, path, run_config
