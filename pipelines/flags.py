@@ -349,11 +349,114 @@ def training_config_from_flags(flag_values: flags.FlagValues = FLAGS):
         raise flags.ValidationError(f"Invalid training flags: {error}") from None
 
 
+def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the export, translation and evaluation flags."""
+    if "saved_model" in flag_values:
+        return
+    flags.DEFINE_string(
+        "saved_model",
+        None,
+        "Translate with this SavedModel (a version directory, or a base directory whose "
+        "newest version is used) instead of --model_dir's checkpoint.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "checkpoint",
+        None,
+        "Checkpoint to use instead of --model_dir's best (else latest) one.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "export_dir",
+        None,
+        "Export base directory, e.g. saved_models/multi30k_en_de: each export writes the "
+        "next version under it (TF Serving layout).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("beam_size", 5, "Beam width (1: greedy search).", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "batch_size", 64, "Sentences translated per batch.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "nbest", 1, "Hypotheses written per sentence (at most --beam_size).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "max_len_a", 0.0, "Maximum output length a * source_length + b: a (paper: 0).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_len_b", 200, "Maximum output length a * source_length + b: b (paper: 200).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "length_penalty", 1.0, "alpha in score / length ** alpha (1: plain normalisation).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "unk_penalty", 0.0, "Subtracted from the log-probability of <unk>.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "min_length", 1, "Minimum number of tokens before </s>.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "input", None, "Text file to translate, one sentence per line (default: stdin).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output", None, "Where translations go (default: stdout).", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "attention_dir",
+        None,
+        "Write one attention heatmap PNG per sentence here (tokens on the axes).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "source", None, "pipelines.evaluate: source file to translate.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "reference", None, "pipelines.evaluate: reference file.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "split",
+        "test",
+        ["train", "validation", "test"],
+        "pipelines.evaluate: prepared split of --data_dir to score when --source is not given.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "json", False, "pipelines.evaluate: print the scores as one JSON object.",
+        flag_values=flag_values,
+    )
+
+
+def search_options_from_flags(flag_values: flags.FlagValues = FLAGS) -> dict[str, Any]:
+    """Beam-search options of `TranslationModule` set by the inference flags."""
+    if flag_values.beam_size < 1:
+        raise flags.ValidationError(f"--beam_size must be >= 1, got {flag_values.beam_size}.")
+    if not 1 <= flag_values.nbest <= flag_values.beam_size:
+        raise flags.ValidationError(
+            f"--nbest={flag_values.nbest} must be between 1 and --beam_size="
+            f"{flag_values.beam_size}."
+        )
+    return {
+        "beam_size": flag_values.beam_size,
+        "max_len_a": flag_values.max_len_a,
+        "max_len_b": flag_values.max_len_b,
+        "length_penalty": flag_values.length_penalty,
+        "unk_penalty": flag_values.unk_penalty,
+        "min_length": flag_values.min_length,
+    }
+
+
 def define_all_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines every flag of every pipeline (so one flagfile serves all of them)."""
     define_data_flags(flag_values)
     define_model_flags(flag_values)
     define_training_flags(flag_values)
+    define_inference_flags(flag_values)
 
 
 def _require_data_dir(flag_values: flags.FlagValues) -> str:

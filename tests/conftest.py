@@ -1,6 +1,9 @@
 """Shared fixtures and helpers for the test suite."""
 
+import json
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -112,3 +115,72 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Beam search of the small exported model used by the export and serving tests.
+SEARCH_FLAGS = ["--beam_size=3", "--max_len_a=1.2", "--max_len_b=5"]
+
+
+def subprocess_env(**extra):
+    """Environment of pipeline subprocesses: the repository importable, TF quiet."""
+    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(small_prepared, tmp_path_factory):
+    """A run directory as pipelines.train writes it: config.json and a checkpoint of a
+    small random model over the small corpus' 500-piece vocabulary."""
+    import tensorflow as tf
+
+    from convs2s_tf.models import ConvS2S
+
+    model_dir = tmp_path_factory.mktemp("tiny_run")
+    vocab_size = small_prepared.summary["vocab_size"]
+    config = dict(
+        source_vocab_size=vocab_size,
+        target_vocab_size=vocab_size,
+        embed_dim=16,
+        encoder_layers="[(16, 3)] * 2",
+        decoder_layers="[(16, 3)] * 2",
+        decoder_out_embed_dim=16,
+        max_source_positions=64,
+        max_target_positions=64,
+    )
+    model = ConvS2S(**config)
+    model(model.dummy_inputs())
+    randomize_weights(model, seed=21, scale=0.5)
+    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint.save(str(model_dir / "checkpoints" / "ckpt"))
+    run_config = {
+        "model": ConvS2S(**config).get_config(),
+        "sentencepiece_model": small_prepared.data.sentencepiece_model_path,
+        "data_dir": os.path.dirname(small_prepared.data.sentencepiece_model_path),
+    }
+    for key in ("name", "trainable", "dtype"):
+        run_config["model"].pop(key, None)
+    (model_dir / "config.json").write_text(json.dumps(run_config))
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def exported(tiny_run, tmp_path_factory):
+    export_dir = tmp_path_factory.mktemp("saved_models") / "tiny"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.export",
+            f"--model_dir={tiny_run}",
+            f"--export_dir={export_dir}",
+            *SEARCH_FLAGS,
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{export_dir}/1" in result.stdout
+    return export_dir

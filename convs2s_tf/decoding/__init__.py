@@ -1,4 +1,4 @@
-"""Generation: incremental beam and greedy search."""
+"""Generation: incremental beam and greedy search, and the translator interface."""
 
 from convs2s_tf.decoding.beam_search import SearchOutput, beam_search, max_output_lengths
 

@@ -1,0 +1,178 @@
+"""A light TF Serving PredictionService (Predict, GetModelMetadata) over gRPC.
+
+It speaks TF Serving's own protocol (`tensorflow_serving.apis`), so clients written for
+`tensorflow_model_server` work unchanged; it stands in for that server in development
+and tests where TF Serving is not installed. It serves the newest version under a
+model base path, like TF Serving.
+"""
+
+import concurrent.futures
+import os
+import threading
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    model_pb2,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+from convs2s_tf.export.saved_model import latest_version_dir
+
+DEFAULT_SIGNATURE = "serving_default"
+
+
+class ServableModel:
+    """The newest SavedModel version under `base_path`, loaded for prediction."""
+
+    def __init__(self, name, base_path):
+        import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of the export)
+
+        self.name = name
+        self.path = latest_version_dir(base_path)
+        self.version = int(os.path.basename(self.path))
+        self.loaded = tf.saved_model.load(self.path)
+        self.signatures = dict(self.loaded.signatures)
+        proto = saved_model_pb2.SavedModel()
+        with tf.io.gfile.GFile(os.path.join(self.path, "saved_model.pb"), "rb") as f:
+            proto.ParseFromString(f.read())
+        self.signature_defs = proto.meta_graphs[0].signature_def
+
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Implements Predict and GetModelMetadata for one `ServableModel`."""
+
+    def __init__(self, servable):
+        self.servable = servable
+
+    def _check_model(self, model_spec, context):
+        if model_spec.name != self.servable.name:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"Servable not found for request: model {model_spec.name!r} (this server "
+                f"serves {self.servable.name!r}).",
+            )
+        if model_spec.HasField("version") and model_spec.version.value != self.servable.version:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"Servable not found for request: {model_spec.name!r} version "
+                f"{model_spec.version.value} (serving version {self.servable.version}).",
+            )
+
+    def _response_spec(self, signature_name):
+        spec = model_pb2.ModelSpec(name=self.servable.name, signature_name=signature_name)
+        spec.version.value = self.servable.version
+        return spec
+
+    def Predict(self, request, context):
+        self._check_model(request.model_spec, context)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        function = self.servable.signatures.get(signature_name)
+        if function is None:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"Serving signature key {signature_name!r} not found; available: "
+                f"{', '.join(sorted(self.servable.signatures))}.",
+            )
+        expected = function.structured_input_signature[1]
+        missing = sorted(set(expected) - set(request.inputs))
+        unexpected = sorted(set(request.inputs) - set(expected))
+        if missing or unexpected:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Signature {signature_name!r} takes inputs {sorted(expected)}; missing "
+                f"{missing}, unexpected {unexpected}.",
+            )
+        inputs = {}
+        for key, spec in expected.items():
+            proto = request.inputs[key]
+            given = tf.dtypes.as_dtype(proto.dtype)
+            if given != spec.dtype:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Input {key!r} of signature {signature_name!r} must be {spec.dtype.name}, "
+                    f"got {given.name}.",
+                )
+            try:
+                value = tf.make_ndarray(proto)
+            except (ValueError, TypeError) as error:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Input {key!r}: {error}")
+            if value.ndim != spec.shape.rank:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Input {key!r} must have rank {spec.shape.rank}, got shape {value.shape}.",
+                )
+            if value.shape[0] == 0:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Input {key!r} is an empty batch; send at least one element.",
+                )
+            inputs[key] = tf.constant(value, dtype=spec.dtype)
+        try:
+            outputs = function(**inputs)
+        except tf.errors.OpError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, error.message)
+        wanted = list(request.output_filter) or list(outputs)
+        unknown = sorted(set(wanted) - set(outputs))
+        if unknown:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"output_filter names unknown outputs {unknown}; available: {sorted(outputs)}.",
+            )
+        response = predict_pb2.PredictResponse(model_spec=self._response_spec(signature_name))
+        for key in wanted:
+            response.outputs[key].CopyFrom(tf.make_tensor_proto(np.asarray(outputs[key])))
+        return response
+
+    def GetModelMetadata(self, request, context):
+        self._check_model(request.model_spec, context)
+        if list(request.metadata_field) not in ([], ["signature_def"]):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Only metadata_field 'signature_def' is supported.",
+            )
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for name, signature_def in self.servable.signature_defs.items():
+            if not name.startswith("__"):
+                signature_map.signature_def[name].CopyFrom(signature_def)
+        response = get_model_metadata_pb2.GetModelMetadataResponse(
+            model_spec=self._response_spec("")
+        )
+        response.metadata["signature_def"].Pack(signature_map)
+        return response
+
+
+def create_server(servable, host="127.0.0.1", port=8500, max_workers=8):
+    """A started gRPC server serving `servable`; returns `(server, bound_port)`.
+
+    Binds 127.0.0.1 unless told otherwise; port 0 picks a free port.
+    """
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_workers))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionServicer(servable), server
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if not bound:
+        raise OSError(f"Cannot bind {host}:{port}.")
+    server.start()
+    return server, bound
+
+
+def serve_until_signal(server, signals=None):
+    """Blocks until SIGTERM/SIGINT, then stops the server gracefully."""
+    import signal
+
+    stopped = threading.Event()
+
+    def handle(signum, frame):
+        del signum, frame
+        stopped.set()
+
+    for signum in signals or (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handle)
+    stopped.wait()
+    server.stop(grace=5).wait()

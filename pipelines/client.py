@@ -1,0 +1,59 @@
+"""Sends translation requests to TF Serving (or pipelines.serve) over gRPC.
+
+    python -m pipelines.client --server=127.0.0.1:8500 --model_name=multi30k_en_de \\
+        "A dog runs through the grass." "Two men are talking."
+
+Prints one line per sentence: the translation, a tab, and its score (for the default
+signature); other signatures print every output.
+"""
+
+import sys
+
+from absl import app, flags
+
+flags.DEFINE_string("server", "127.0.0.1:8500", "host:port of the gRPC PredictionService.")
+flags.DEFINE_string("model_name", None, "Model name (ModelSpec.name).")
+flags.DEFINE_string("signature_name", "serving_default", "Signature to call.")
+flags.DEFINE_float("timeout", 30.0, "Seconds before the request fails.")
+flags.mark_flag_as_required("model_name")
+FLAGS = flags.FLAGS
+
+
+def predict(stub, model_name, texts, signature_name="serving_default", timeout=30.0):
+    """Sends one PredictRequest with `texts` as the `text` input; returns numpy outputs."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature_name
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
+    response = stub.Predict(request, timeout=timeout)
+    return {key: tf.make_ndarray(value) for key, value in response.outputs.items()}
+
+
+def main(argv):
+    texts = argv[1:] or [line.rstrip("\n") for line in sys.stdin]
+    if not texts:
+        raise app.UsageError("Give sentences as arguments or on stdin.")
+    import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    with grpc.insecure_channel(FLAGS.server) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            outputs = predict(stub, FLAGS.model_name, texts, FLAGS.signature_name, FLAGS.timeout)
+        except grpc.RpcError as error:
+            print(f"client: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    if set(outputs) == {"translation", "score"}:
+        for text, score in zip(outputs["translation"], outputs["score"]):
+            print(f"{text.decode('utf-8')}\t{score:.4f}")
+    else:
+        for key, value in sorted(outputs.items()):
+            print(f"{key}: {value.tolist()}")
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

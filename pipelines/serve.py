@@ -1,0 +1,41 @@
+"""Serves a SavedModel over TF Serving's gRPC protocol (Predict, GetModelMetadata).
+
+    python -m pipelines.serve --model_base_path=saved_models/multi30k_en_de \\
+        --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1]
+
+A light stand-in for `tensorflow_model_server` where TF Serving is not installed: the
+same protocol, the newest version under --model_base_path. Binds 127.0.0.1 unless
+--host says otherwise; stops cleanly on SIGTERM.
+"""
+
+from absl import app, flags, logging
+
+flags.DEFINE_string("model_base_path", None, "Directory holding <version>/ SavedModels.")
+flags.DEFINE_string("model_name", None, "Model name clients put in ModelSpec.name.")
+flags.DEFINE_string("host", "127.0.0.1", "Address to bind (127.0.0.1: this machine only).")
+flags.DEFINE_integer("port", 8500, "gRPC port (TF Serving's default is 8500; 0: any free).")
+flags.DEFINE_integer("max_workers", 8, "Requests handled concurrently.")
+flags.mark_flags_as_required(["model_base_path", "model_name"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    from convs2s_tf.serving import ServableModel, create_server, serve_until_signal
+
+    try:
+        servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path)
+    except FileNotFoundError as error:
+        raise app.UsageError(str(error))
+    server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers)
+    # One parseable line, for scripts and tests that start the server.
+    print(f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port}", flush=True)
+    logging.info("Serving %s from %s", servable.name, servable.path)
+    serve_until_signal(server)
+    print("Server stopped.", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

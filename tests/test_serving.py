@@ -1,0 +1,161 @@
+"""The gRPC path on loopback: pipelines.serve and pipelines.client with TF Serving's
+real protocol (`tensorflow_serving.apis`)."""
+
+import concurrent.futures
+import re
+import signal
+import subprocess
+import sys
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT
+from conftest import subprocess_env as _env
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+from pipelines.client import predict
+
+SENTENCES = [f"A man number {i} is riding a bicycle." for i in range(5)] + [""]
+
+
+@pytest.fixture(scope="module")
+def server(exported):
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.serve",
+            f"--model_base_path={exported}",
+            "--model_name=tiny",
+            "--port=0",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline()
+    match = re.search(r"on 127\.0\.0\.1:(\d+)", line)
+    if not match:
+        process.kill()
+        pytest.fail(f"server did not start: {line!r} {process.stderr.read()[-3000:]}")
+    yield process, f"127.0.0.1:{match.group(1)}"
+    if process.poll() is None:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    channel = grpc.insecure_channel(server[1])
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    channel.close()
+
+
+def test_client_round_trip(server, stub):
+    # The newest version is served (the export test may have written version 2).
+    outputs = predict(stub, "tiny", SENTENCES)
+    assert outputs["translation"].shape == (len(SENTENCES),)
+    assert np.all(np.isfinite(outputs["score"]))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.client",
+            f"--server={server[1]}",
+            "--model_name=tiny",
+            SENTENCES[0],
+            SENTENCES[1],
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].split("\t")[0] == outputs["translation"][0].decode("utf-8")
+
+
+def test_concurrent_clients(stub):
+    expected = {
+        text: translation
+        for text, translation in zip(SENTENCES, predict(stub, "tiny", SENTENCES)["translation"])
+    }
+
+    def client(index):
+        answers = []
+        for request in range(25):
+            text = SENTENCES[(index + request) % len(SENTENCES)]
+            outputs = predict(stub, "tiny", [text], timeout=60)
+            answers.append(outputs["translation"][0] == expected[text])
+        return answers
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(client, range(16)))
+    assert sum(len(r) for r in results) == 400
+    assert all(all(r) for r in results)
+
+
+def _request(name="tiny", signature="serving_default", value=None):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = name
+    request.model_spec.signature_name = signature
+    request.inputs["text"].CopyFrom(
+        value if value is not None else tf.make_tensor_proto(["A dog."], dtype=tf.string)
+    )
+    return request
+
+
+@pytest.mark.parametrize(
+    "request_kwargs, code, message",
+    [
+        ({"name": "other"}, grpc.StatusCode.NOT_FOUND, "Servable not found"),
+        ({"signature": "nope"}, grpc.StatusCode.FAILED_PRECONDITION, "'nope' not found"),
+        (
+            {"value": tf.make_tensor_proto([1, 2], dtype=tf.int32)},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "must be string, got int32",
+        ),
+        (
+            {"value": tf.make_tensor_proto(np.array([], dtype=object), dtype=tf.string)},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "empty batch",
+        ),
+    ],
+)
+def test_bad_requests_get_clear_errors_and_server_keeps_serving(
+    stub, request_kwargs, code, message
+):
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Predict(_request(**request_kwargs), timeout=30)
+    assert error.value.code() == code
+    assert message in error.value.details()
+    assert predict(stub, "tiny", ["Still there?"])["translation"].shape == (1,)
+
+
+def test_model_metadata(stub):
+    request = get_model_metadata_pb2.GetModelMetadataRequest()
+    request.model_spec.name = "tiny"
+    request.metadata_field.append("signature_def")
+    response = stub.GetModelMetadata(request, timeout=30)
+    signatures = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signatures)
+    assert {"serving_default", "translate_nbest", "translate_ids"} <= set(signatures.signature_def)
+    assert "text" in signatures.signature_def["serving_default"].inputs
+
+
+def test_sigterm_stops_cleanly(server, stub):
+    process, _ = server
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert "Server stopped." in stdout
