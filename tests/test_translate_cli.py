@@ -1,0 +1,112 @@
+"""pipelines.translate and pipelines.evaluate from a checkpoint and from a SavedModel."""
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, SEARCH_FLAGS, subprocess_env
+
+LINES = ["A man is riding a bicycle.", "Two dogs play in the snow.", "", "A girl smiles."]
+
+
+def _run(arguments, stdin=None):
+    result = subprocess.run(
+        [sys.executable, "-m", *arguments],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return result
+
+
+def test_translate_checkpoint_stdin_equals_saved_model_file(tiny_run, exported, tmp_path):
+    from_checkpoint = _run(
+        ["pipelines.translate", f"--model_dir={tiny_run}", "--batch_size=3", *SEARCH_FLAGS],
+        stdin="\n".join(LINES) + "\n",
+    )
+    assert from_checkpoint.returncode == 0, from_checkpoint.stderr[-3000:]
+    source = tmp_path / "source.txt"
+    source.write_bytes(("\n".join(LINES) + "\n").encode("utf-8"))
+    output = tmp_path / "out.txt"
+    from_export = _run(
+        [
+            "pipelines.translate",
+            f"--saved_model={exported}",
+            f"--input={source}",
+            f"--output={output}",
+            f"--attention_dir={tmp_path / 'plots'}",
+        ]
+    )
+    assert from_export.returncode == 0, from_export.stderr[-3000:]
+    translations = output.read_text(encoding="utf-8").splitlines()
+    assert len(translations) == len(LINES)
+    assert translations == from_checkpoint.stdout.splitlines()
+    plots = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert plots == [f"attention_{i:06d}.png" for i in range(len(LINES))]
+    assert (tmp_path / "plots" / plots[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_translate_nbest_and_flag_errors(tiny_run, exported):
+    nbest = _run(
+        ["pipelines.translate", f"--model_dir={tiny_run}", "--nbest=3", *SEARCH_FLAGS],
+        stdin="A dog.\nA cat.\n",
+    )
+    assert nbest.returncode == 0, nbest.stderr[-3000:]
+    rows = [line.split(" ||| ") for line in nbest.stdout.splitlines()]
+    assert [row[0] for row in rows] == ["0", "0", "0", "1", "1", "1"]
+    scores = [float(row[2]) for row in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+    too_many = _run(["pipelines.translate", f"--model_dir={tiny_run}", "--nbest=9"], stdin="x\n")
+    assert too_many.returncode != 0 and "--nbest=9 must be between 1 and --beam_size=5" in (
+        too_many.stderr
+    )
+    fixed = _run(["pipelines.translate", f"--saved_model={exported}", "--beam_size=2"], "x\n")
+    assert fixed.returncode != 0 and "fixed at export time" in fixed.stderr
+    neither = _run(["pipelines.translate"], stdin="x\n")
+    assert neither.returncode != 0 and "Give --saved_model=DIR or --model_dir=DIR" in (
+        neither.stderr
+    )
+
+
+def test_evaluate_files_and_split(tiny_run, exported, small_prepared, tmp_path):
+    source, reference = small_prepared.data.split_paths("test")
+    files = _run(
+        [
+            "pipelines.evaluate",
+            f"--saved_model={exported}",
+            f"--source={source}",
+            f"--reference={reference}",
+            "--json",
+        ]
+    )
+    assert files.returncode == 0, files.stderr[-3000:]
+    scores = json.loads(files.stdout.strip().splitlines()[-1])
+    assert scores["sentences"] == 200
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert 0.0 <= scores["bleu"] <= 100.0 and 0.0 <= scores["chrf"] <= 100.0
+    split = _run(
+        [
+            "pipelines.evaluate",
+            f"--model_dir={tiny_run}",
+            f"--data_dir={small_prepared.data.data_dir}",
+            "--split=test",
+            *SEARCH_FLAGS,
+        ]
+    )
+    assert split.returncode == 0, split.stderr[-3000:]
+    assert f"BLEU {scores['bleu']:.2f}" in split.stdout
+    assert "chrF" in split.stdout
+    short = tmp_path / "short.txt"
+    short.write_text("one line\n")
+    mismatch = _run(
+        [
+            "pipelines.evaluate",
+            f"--saved_model={exported}",
+            f"--source={short}",
+            f"--reference={reference}",
+        ]
+    )
+    assert mismatch.returncode != 0 and "has 1 lines but" in mismatch.stderr
