@@ -378,30 +378,42 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "batch_size", 64, "Sentences translated per batch.", flag_values=flag_values
     )
     flags.DEFINE_integer(
-        "nbest", 1, "Hypotheses written per sentence (at most --beam_size).",
+        "nbest",
+        1,
+        "Hypotheses written per sentence (at most --beam_size).",
         flag_values=flag_values,
     )
     flags.DEFINE_float(
-        "max_len_a", 0.0, "Maximum output length a * source_length + b: a (paper: 0).",
+        "max_len_a",
+        0.0,
+        "Maximum output length a * source_length + b: a (paper: 0).",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "max_len_b", 200, "Maximum output length a * source_length + b: b (paper: 200).",
+        "max_len_b",
+        200,
+        "Maximum output length a * source_length + b: b (paper: 200).",
         flag_values=flag_values,
     )
     flags.DEFINE_float(
-        "length_penalty", 1.0, "alpha in score / length ** alpha (1: plain normalisation).",
+        "length_penalty",
+        1.0,
+        "alpha in score / length ** alpha (1: plain normalisation).",
         flag_values=flag_values,
     )
     flags.DEFINE_float(
-        "unk_penalty", 0.0, "Subtracted from the log-probability of <unk>.",
+        "unk_penalty",
+        0.0,
+        "Subtracted from the log-probability of <unk>.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "min_length", 1, "Minimum number of tokens before </s>.", flag_values=flag_values
     )
     flags.DEFINE_string(
-        "input", None, "Text file to translate, one sentence per line (default: stdin).",
+        "input",
+        None,
+        "Text file to translate, one sentence per line (default: stdin).",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -427,7 +439,9 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_bool(
-        "json", False, "pipelines.evaluate: print the scores as one JSON object.",
+        "json",
+        False,
+        "pipelines.evaluate: print the scores as one JSON object.",
         flag_values=flag_values,
     )
 

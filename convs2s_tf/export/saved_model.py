@@ -56,9 +56,7 @@ def _write_warmup_requests(version_dir, model_name, texts):
     with tf.io.TFRecordWriter(os.path.join(directory, "tf_serving_warmup_requests")) as writer:
         for batch in ([texts[0]], list(texts)):
             request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(
-                    name=model_name, signature_name="serving_default"
-                )
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
             )
             request.inputs["text"].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
             log = prediction_log_pb2.PredictionLog(

@@ -112,9 +112,7 @@ class TranslationModule(tf.Module):
         vocab_size = self.model.encoder.vocab_size
         valid = tf.logical_and(source_ids >= 0, source_ids < vocab_size)
         source_ids = tf.where(valid, source_ids, 3)
-        mask = tf.logical_and(
-            tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID)
-        )
+        mask = tf.logical_and(tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID))
         pieces = tf.ragged.boolean_mask(source_ids, mask)
         output = self._search(self._finish_source(pieces))
         return {
