@@ -197,3 +197,18 @@ def test_beam_search_in_tf_function_with_dynamic_shapes():
     translate(tf.constant([[4, 5, 6, 7, 8, 2]]))
     # One trace serves every batch and source shape.
     assert translate.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("options", [{"incremental": False}, {"jit_compile_step": True}])
+def test_recomputing_and_xla_variants_give_the_same_search(options):
+    model = tiny_model(target_vocab_size=9, seed=12)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def search(source):
+        output = beam_search(model, source, beam_size=3, max_len_b=6, nbest=3, **options)
+        return output.tokens, output.scores
+
+    reference = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+    tokens, scores = search(SOURCE)
+    np.testing.assert_array_equal(tokens.numpy(), reference.tokens.numpy())
+    np.testing.assert_allclose(scores.numpy(), reference.scores.numpy(), atol=1e-5)

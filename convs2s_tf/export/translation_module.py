@@ -26,6 +26,7 @@ class TranslationModule(tf.Module):
         length_penalty: `alpha` of `score / length ** alpha`.
         unk_penalty: Penalty on `<unk>` log-probabilities.
         min_length: Minimum output length before `</s>`.
+        jit_compile_step: XLA-compile the decoder step.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class TranslationModule(tf.Module):
         length_penalty=1.0,
         unk_penalty=0.0,
         min_length=1,
+        jit_compile_step=False,
     ):
         super().__init__(name="convs2s_translator")
         self.model = model
@@ -52,6 +54,7 @@ class TranslationModule(tf.Module):
             length_penalty=float(length_penalty),
             unk_penalty=float(unk_penalty),
             min_length=int(min_length),
+            jit_compile_step=bool(jit_compile_step),
         )
         self.max_source_length = model.encoder.max_length
 
