@@ -23,6 +23,12 @@ flags.DEFINE_string("saved_model", None, "SavedModel base or version directory (
 flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.")
 flags.DEFINE_integer("latency_sentences", 100, "Sentences timed one at a time.")
 flags.DEFINE_integer("recompute_sentences", 256, "Sentences for the recompute comparison.")
+flags.DEFINE_bool(
+    "xla",
+    False,
+    "Also measure with the decoder step XLA-compiled (off by default: it recompiles per "
+    "shape and was seen to exhaust LLVM's memory on this machine).",
+)
 FLAGS = flags.FLAGS
 
 
@@ -62,7 +68,7 @@ def main(argv):
         module = TranslationModule(model, tokenizer, max_len_a=1.2, max_len_b=10, **options)
         return module, lambda batch: module.translate(tf.constant(batch))
 
-    for xla in (False, True):
+    for xla in (False, True) if FLAGS.xla else (False,):
         suffix = "_xla" if xla else ""
         for beam, name in ((1, "greedy"), (5, "beam5")):
             _, translate = module_translate(beam_size=beam, jit_compile_step=xla)
