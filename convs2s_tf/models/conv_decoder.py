@@ -5,14 +5,8 @@ import math
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import (
-    GLU,
-    LearnedPositionalEmbedding,
-    MultiStepAttention,
-    PaddedNormal,
-    WeightNormConv1D,
-    WeightNormDense,
-)
+from convs2s_tf.layers import GLU, MultiStepAttention, WeightNormDense
+from convs2s_tf.models.conv_blocks import block_layers, build_blocks, embed, embedding_layers
 from convs2s_tf.models.layer_spec import (
     format_layer_spec,
     normalise_layer_spec,
@@ -94,56 +88,29 @@ class ConvDecoder(keras.layers.Layer):
             )
         keep = 1.0 - self.dropout
 
-        self.token_embedding = keras.layers.Embedding(
-            self.vocab_size,
-            self.embed_dim,
-            embeddings_initializer=PaddedNormal(stddev=0.1, pad_id=self.pad_id),
-            name="token_embedding",
-        )
-        self.position_embedding = (
-            LearnedPositionalEmbedding(
-                self.max_positions, self.embed_dim, pad_id=self.pad_id, name="position_embedding"
-            )
-            if self.use_positions
-            else None
+        self.token_embedding, self.position_embedding = embedding_layers(
+            self.vocab_size, self.embed_dim, self.max_positions, self.use_positions, self.pad_id
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout)
         first_channels = self.layer_spec[0].channels
         self.input_projection = WeightNormDense(
             first_channels, stddev=math.sqrt(keep / self.embed_dim), name="input_projection"
         )
-        widths = [first_channels]
-        projections, convolutions, attentions = [], [], []
-        for index, ((channels, width, residual), has_attention) in enumerate(
-            zip(self.layer_spec, self.attention_spec)
-        ):
-            in_channels = widths[-1]
-            residual_width = widths[-residual] if residual else None
-            projections.append(
-                WeightNormDense(
-                    channels, stddev=math.sqrt(1.0 / residual_width), name=f"projection_{index}"
-                )
-                if residual and residual_width != channels
-                else None
-            )
-            convolutions.append(
-                WeightNormConv1D(
-                    2 * channels,
-                    width,
-                    padding="causal",
-                    stddev=math.sqrt(4.0 * keep / (width * in_channels)),
-                    name=f"convolution_{index}",
-                )
-            )
-            attentions.append(
-                MultiStepAttention(channels, self.embed_dim, name=f"attention_{index}")
+        widths, projections, convolutions = block_layers(self.layer_spec, self.dropout, "causal")
+        attentions = [
+            (
+                MultiStepAttention(layer.channels, self.embed_dim, name=f"attention_{index}")
                 if has_attention
                 else None
             )
-            widths.append(channels)
+            for index, (layer, has_attention) in enumerate(
+                zip(self.layer_spec, self.attention_spec)
+            )
+        ]
         self.num_blocks = track_layers(self, "projection", projections)
         track_layers(self, "convolution", convolutions)
         track_layers(self, "attention", attentions)
+        self.block_widths = widths
         self.block_input_widths = widths[:-1]
         self.glu = GLU()
         self.hidden_projection = WeightNormDense(
@@ -185,17 +152,11 @@ class ConvDecoder(keras.layers.Layer):
         if self.position_embedding is not None:
             self.position_embedding.build((None, None))
         self.input_projection.build((None, None, self.embed_dim))
-        widths = [self.layer_spec[0].channels]
-        for layer, projection, convolution, attention in zip(
-            self.layer_spec, self.projections, self.convolutions, self.attentions
-        ):
-            if projection is not None:
-                projection.build((None, None, widths[-layer.residual]))
-            convolution.build((None, None, widths[-1]))
+        build_blocks(self.layer_spec, self.block_widths, self.projections, self.convolutions)
+        for attention in self.attentions:
             if attention is not None:
                 attention.build()
-            widths.append(layer.channels)
-        self.hidden_projection.build((None, None, widths[-1]))
+        self.hidden_projection.build((None, None, self.block_widths[-1]))
         if self.output_projection is not None:
             self.output_projection.build((None, None, self.out_embed_dim))
         else:
@@ -265,13 +226,14 @@ class ConvDecoder(keras.layers.Layer):
         return tf.cast(logits, tf.float32)
 
     def _embed(self, tokens, training, step=None):
-        embedded = self.token_embedding(tokens)
-        if self.position_embedding is not None:
-            if step is None:
-                embedded = embedded + self.position_embedding(tokens)
-            else:
-                embedded = embedded + self.position_embedding.step_embedding(step)
-        return self.dropout_layer(embedded, training=training)
+        return embed(
+            self.token_embedding,
+            self.position_embedding,
+            self.dropout_layer,
+            tokens,
+            training,
+            step=step,
+        )
 
     def call(self, target_input, encoder_output, training=False, return_attention=False):
         """Logits for every target position; `return_attention` adds attention weights:

@@ -5,14 +5,8 @@ import math
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import (
-    GLU,
-    GradientScale,
-    LearnedPositionalEmbedding,
-    PaddedNormal,
-    WeightNormConv1D,
-    WeightNormDense,
-)
+from convs2s_tf.layers import GLU, GradientScale, WeightNormDense
+from convs2s_tf.models.conv_blocks import block_layers, build_blocks, embed, embedding_layers
 from convs2s_tf.models.encoder_output import EncoderOutput
 from convs2s_tf.models.layer_spec import format_layer_spec, normalise_layer_spec
 from convs2s_tf.models.tracking import track_layers, tracked_layers
@@ -73,51 +67,18 @@ class ConvEncoder(keras.layers.Layer):
         self.pad_id = int(pad_id)
         keep = 1.0 - self.dropout
 
-        self.token_embedding = keras.layers.Embedding(
-            self.vocab_size,
-            self.embed_dim,
-            embeddings_initializer=PaddedNormal(stddev=0.1, pad_id=self.pad_id),
-            name="token_embedding",
-        )
-        self.position_embedding = (
-            LearnedPositionalEmbedding(
-                self.max_positions, self.embed_dim, pad_id=self.pad_id, name="position_embedding"
-            )
-            if self.use_positions
-            else None
+        self.token_embedding, self.position_embedding = embedding_layers(
+            self.vocab_size, self.embed_dim, self.max_positions, self.use_positions, self.pad_id
         )
         self.dropout_layer = keras.layers.Dropout(self.dropout)
         first_channels = self.layer_spec[0].channels
         self.input_projection = WeightNormDense(
             first_channels, stddev=math.sqrt(keep / self.embed_dim), name="input_projection"
         )
-        # Widths of the block inputs, index 0 being the input projection's output.
-        widths = [first_channels]
-        projections, convolutions = [], []
-        for index, (channels, width, residual) in enumerate(self.layer_spec):
-            in_channels = widths[-1]
-            residual_width = widths[-residual] if residual else None
-            projections.append(
-                WeightNormDense(
-                    channels,
-                    stddev=math.sqrt(1.0 / residual_width),
-                    name=f"projection_{index}",
-                )
-                if residual and residual_width != channels
-                else None
-            )
-            convolutions.append(
-                WeightNormConv1D(
-                    2 * channels,
-                    width,
-                    padding="same",
-                    stddev=math.sqrt(4.0 * keep / (width * in_channels)),
-                    name=f"convolution_{index}",
-                )
-            )
-            widths.append(channels)
+        widths, projections, convolutions = block_layers(self.layer_spec, self.dropout, "same")
         self.num_blocks = track_layers(self, "projection", projections)
         track_layers(self, "convolution", convolutions)
+        self.block_widths = widths
         self.block_input_widths = widths[:-1]
         self.glu = GLU()
         self.output_projection = WeightNormDense(
@@ -143,22 +104,14 @@ class ConvEncoder(keras.layers.Layer):
         if self.position_embedding is not None:
             self.position_embedding.build((None, None))
         self.input_projection.build((None, None, self.embed_dim))
-        widths = [self.layer_spec[0].channels]
-        for layer, projection, convolution in zip(
-            self.layer_spec, self.projections, self.convolutions
-        ):
-            if projection is not None:
-                projection.build((None, None, widths[-layer.residual]))
-            convolution.build((None, None, widths[-1]))
-            widths.append(layer.channels)
-        self.output_projection.build((None, None, widths[-1]))
+        build_blocks(self.layer_spec, self.block_widths, self.projections, self.convolutions)
+        self.output_projection.build((None, None, self.block_widths[-1]))
 
     def embed(self, tokens, training=False):
         """`e`: token plus position embedding, with dropout."""
-        embedded = self.token_embedding(tokens)
-        if self.position_embedding is not None:
-            embedded = embedded + self.position_embedding(tokens)
-        return self.dropout_layer(embedded, training=training)
+        return embed(
+            self.token_embedding, self.position_embedding, self.dropout_layer, tokens, training
+        )
 
     def call(self, source_tokens, training=False):
         source_mask = tf.not_equal(source_tokens, self.pad_id)
