@@ -7,7 +7,8 @@ Writes EXPORT_DIR/<next version>/ (signatures serving_default, translate_nbest,
 translate_ids, translate_with_attention; the SentencePiece model inside; warm-up
 requests in assets.extra/) plus EXPORT_DIR/models.config and batching_parameters.txt.
 --export_dir defaults to saved_models/<basename of --model_dir>. The beam search options
-(--beam_size, --max_len_a, ...) are fixed in the export.
+(--beam_size, --max_len_a, ...), --inference_dtype and --xla_decode are fixed in the
+export.
 """
 
 import os
@@ -32,7 +33,9 @@ def main(argv):
     from convs2s_tf.export import export_translator
     from convs2s_tf.training.loading import load_trained_model
 
-    model, tokenizer, checkpoint, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    model, tokenizer, checkpoint, _ = load_trained_model(
+        FLAGS.model_dir, FLAGS.checkpoint, compute_dtype=FLAGS.inference_dtype
+    )
     if tokenizer is None:
         raise app.UsageError(
             "This run has no SentencePiece model; give --sentencepiece_model to export text "

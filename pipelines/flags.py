@@ -410,6 +410,21 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer(
         "min_length", 1, "Minimum number of tokens before </s>.", flag_values=flag_values
     )
+    flags.DEFINE_enum(
+        "inference_dtype",
+        "float32",
+        ["float32", "bfloat16"],
+        "Compute dtype of translation from a checkpoint and of exports: bfloat16 runs the "
+        "matrix products in bfloat16 (weights stay float32; softmax and scores float32).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "xla_decode",
+        False,
+        "XLA-compile the decoder step (sources padded to a multiple of 16 tokens; finished "
+        "sentences stay in the batch so shapes stay static).",
+        flag_values=flag_values,
+    )
     flags.DEFINE_string(
         "input",
         None,
@@ -462,6 +477,7 @@ def search_options_from_flags(flag_values: flags.FlagValues = FLAGS) -> dict[str
         "length_penalty": flag_values.length_penalty,
         "unk_penalty": flag_values.unk_penalty,
         "min_length": flag_values.min_length,
+        "jit_compile_step": flag_values.xla_decode,
     }
 
 

@@ -5,7 +5,15 @@ from absl import app, flags
 from pipelines import flags as pipeline_flags
 
 FLAGS = flags.FLAGS
-_SEARCH_FLAGS = ("max_len_a", "max_len_b", "length_penalty", "unk_penalty", "min_length")
+_SEARCH_FLAGS = (
+    "max_len_a",
+    "max_len_b",
+    "length_penalty",
+    "unk_penalty",
+    "min_length",
+    "inference_dtype",
+    "xla_decode",
+)
 
 
 def translator_from_flags():
@@ -35,5 +43,7 @@ def translator_from_flags():
         raise app.UsageError("Give --saved_model=DIR or --model_dir=DIR.")
     from convs2s_tf.training.loading import load_trained_model
 
-    model, tokenizer, _, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    model, tokenizer, _, _ = load_trained_model(
+        FLAGS.model_dir, FLAGS.checkpoint, compute_dtype=FLAGS.inference_dtype
+    )
     return Translator.from_checkpoint(model, tokenizer, **search_options)

@@ -62,6 +62,8 @@ class WeightNormConv1D(keras.layers.Layer):
         self.padding = padding
         self.stddev = stddev
         self.use_bias = use_bias
+        # Set by `frozen_kernels` while a decoding loop is traced (see there).
+        self.frozen_kernel = None
 
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
@@ -91,7 +93,10 @@ class WeightNormConv1D(keras.layers.Layer):
 
     @property
     def kernel(self):
-        """The effective kernel `g * v / ||v||`, shape `[width, in, filters]`."""
+        """The effective kernel `g * v / ||v||`, shape `[width, in, filters]` (in the
+        compute dtype, computed once, inside `frozen_kernels`)."""
+        if self.frozen_kernel is not None:
+            return self.frozen_kernel
         v = tf.convert_to_tensor(self.kernel_v.value)
         norm = tf.norm(tf.reshape(v, [-1, self.filters]), axis=0)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / norm)

@@ -35,6 +35,8 @@ class WeightNormDense(keras.layers.Layer):
         self.units = int(units)
         self.stddev = stddev
         self.use_bias = use_bias
+        # Set by `frozen_kernels` while a decoding loop is traced (see there).
+        self.frozen_kernel = None
 
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
@@ -58,7 +60,10 @@ class WeightNormDense(keras.layers.Layer):
 
     @property
     def kernel(self):
-        """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype."""
+        """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype
+        (in the compute dtype, computed once, inside `frozen_kernels`)."""
+        if self.frozen_kernel is not None:
+            return self.frozen_kernel
         v = tf.convert_to_tensor(self.kernel_v.value)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / tf.norm(v, axis=0))
 

@@ -165,8 +165,12 @@ class ConvDecoder(keras.layers.Layer):
                 name="output_bias", shape=(self.vocab_size,), initializer="zeros"
             )
 
-    def _blocks(self, x, target_embedding, encoder_output, convolve, need_attention):
+    def _blocks(self, x, target_embedding, encoder_output, convolve, need_attention, beam_size=1):
         """Runs the blocks; `convolve(index, convolution, x)` applies one convolution.
+
+        With `beam_size > 1` (one position per hypothesis, `beam_size` consecutive
+        hypotheses per row of `encoder_output`), attention runs on the hypotheses grouped
+        by sentence, `[batch, beam, channels]`, so the encoder output is never repeated.
 
         Returns the output and, if `need_attention`, the list of attention weights of the
         attention blocks.
@@ -185,12 +189,13 @@ class ConvDecoder(keras.layers.Layer):
             x = self.glu(convolve(index, convolution, x))
             if attention is not None:
                 x, weights = attention(
-                    x,
-                    target_embedding,
+                    _group(x, beam_size),
+                    _group(target_embedding, beam_size),
                     encoder_output.keys,
                     encoder_output.values,
                     source_mask=encoder_output.source_mask,
                 )
+                x, weights = _ungroup(x, beam_size), _ungroup(weights, beam_size)
                 if need_attention:
                     attention_weights.append(weights)
             if residual is not None:
@@ -219,7 +224,7 @@ class ConvDecoder(keras.layers.Layer):
             logits = self.output_projection(features)
         else:
             table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-            logits = tf.tensordot(features, tf.transpose(table), axes=1) + tf.cast(
+            logits = tf.matmul(features, table, transpose_b=True) + tf.cast(
                 self.output_bias, self.compute_dtype
             )
         # Softmax, loss and search run in float32 whatever the compute dtype.
@@ -278,7 +283,7 @@ class ConvDecoder(keras.layers.Layer):
             for convolution, width in zip(self.convolutions, self.block_input_widths)
         )
 
-    def step(self, tokens, step, incremental_state, encoder_output):
+    def step(self, tokens, step, incremental_state, encoder_output, beam_size=1):
         """Decodes one position for every hypothesis, reusing the cached windows.
 
         Args:
@@ -286,7 +291,9 @@ class ConvDecoder(keras.layers.Layer):
                 at step 0).
             step: Scalar int, the 0-based position of `tokens` in the decoder input.
             incremental_state: The tuple from `initial_state` or the previous step.
-            encoder_output: `EncoderOutput` with one row per hypothesis.
+            encoder_output: `EncoderOutput` with one row per `beam_size` consecutive
+                hypotheses (their sentence).
+            beam_size: Hypotheses per sentence.
 
         Returns:
             `(logits, attention, incremental_state)`: `[batch, vocab]` float32 logits,
@@ -302,13 +309,13 @@ class ConvDecoder(keras.layers.Layer):
             return outputs[:, None, :]
 
         x, attention_weights = self._blocks(
-            x, target_embedding, encoder_output, convolve, need_attention=True
+            x, target_embedding, encoder_output, convolve, True, beam_size=beam_size
         )
         logits = self._logits(x, training=False)[:, 0, :]
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
         else:
-            attention = tf.zeros(tf.shape(encoder_output.source_mask), tf.float32)
+            attention = tf.zeros([tf.shape(tokens)[0], tf.shape(encoder_output.keys)[1]])
         return logits, attention, tuple(new_state)
 
     def get_config(self):
@@ -328,3 +335,17 @@ class ConvDecoder(keras.layers.Layer):
             }
         )
         return config
+
+
+def _group(x, beam_size):
+    """`[batch * beam, 1, d]` -> `[batch, beam, d]`."""
+    if beam_size == 1:
+        return x
+    return tf.reshape(x, [-1, beam_size, x.shape[-1]])
+
+
+def _ungroup(x, beam_size):
+    """`[batch, beam, d]` -> `[batch * beam, 1, d]`."""
+    if beam_size == 1:
+        return x
+    return tf.reshape(x, [-1, 1, tf.shape(x)[-1]])

@@ -3,6 +3,7 @@
 import json
 import os
 
+import keras
 import tensorflow as tf
 
 from convs2s_tf.data.tokenizer import Tokenizer
@@ -32,7 +33,24 @@ def find_checkpoint(model_dir, checkpoint=None):
     raise CheckpointError(f"No checkpoint in {model_dir}/best or {model_dir}/checkpoints.")
 
 
-def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None):
+def build_model(model_config, compute_dtype=None):
+    """A built `ConvS2S` from its config; `compute_dtype="bfloat16"` gives it the
+    `mixed_bfloat16` policy (float32 variables, bfloat16 matrix products)."""
+    previous = keras.config.dtype_policy()
+    if compute_dtype not in (None, "float32", "bfloat16"):
+        raise ValueError(f"compute_dtype must be float32 or bfloat16, got {compute_dtype!r}.")
+    # Keras gives each layer the global policy when it is constructed.
+    if compute_dtype == "bfloat16":
+        keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = ConvS2S(**model_config)
+        model(model.dummy_inputs())
+    finally:
+        keras.config.set_dtype_policy(previous)
+    return model
+
+
+def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None, compute_dtype=None):
     """Builds the run's model, restores its weights and loads its tokenizer.
 
     Args:
@@ -40,13 +58,13 @@ def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None):
         checkpoint: A checkpoint path; default the best, else the latest.
         sentencepiece_model: Overrides the SentencePiece model named in config.json
             (None: that one; "" or a run without one: no tokenizer).
+        compute_dtype: None or "float32", or "bfloat16" (see `build_model`).
 
     Returns:
         `(model, tokenizer_or_None, checkpoint_path, run_config)`.
     """
     run_config = read_run_config(model_dir)
-    model = ConvS2S(**run_config["model"])
-    model(model.dummy_inputs())
+    model = build_model(run_config["model"], compute_dtype)
     path = find_checkpoint(model_dir, checkpoint)
     restore_checkpoint(tf.train.Checkpoint(model=model), path)
     if sentencepiece_model is None:
