@@ -1,0 +1,20 @@
+"""Interoperability with the authors' implementation: fairseq `fconv` checkpoints and
+dictionaries, and translation with token vocabularies instead of SentencePiece ids.
+
+PyTorch is imported only when a checkpoint is read (`convs2s_tf.interop.fairseq_fconv`).
+"""
+
+from convs2s_tf.interop.fairseq_dictionary import Dictionary, DictionaryError
+from convs2s_tf.interop.vocabulary_tokenizer import (
+    VocabularyError,
+    VocabularyTokenizer,
+    tokenizer_for_run,
+)
+
+__all__ = [
+    "Dictionary",
+    "DictionaryError",
+    "VocabularyError",
+    "VocabularyTokenizer",
+    "tokenizer_for_run",
+]
