@@ -57,7 +57,10 @@ def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None, com
         model_dir: A run directory (config.json, best/, checkpoints/).
         checkpoint: A checkpoint path; default the best, else the latest.
         sentencepiece_model: Overrides the SentencePiece model named in config.json
-            (None: that one; "" or a run without one: no tokenizer).
+            (None: that one; "" or a run without one: no tokenizer). A run imported from
+            fairseq always gets a `VocabularyTokenizer` over its dictionaries: over
+            space-separated tokens without a SentencePiece model, over plain text with
+            one.
         compute_dtype: None or "float32", or "bfloat16" (see `build_model`).
 
     Returns:
@@ -67,6 +70,13 @@ def load_trained_model(model_dir, checkpoint=None, sentencepiece_model=None, com
     model = build_model(run_config["model"], compute_dtype)
     path = find_checkpoint(model_dir, checkpoint)
     restore_checkpoint(tf.train.Checkpoint(model=model), path)
+    if run_config.get("vocabulary"):
+        # An imported fairseq model: its own dictionaries, pre-tokenised text unless a
+        # SentencePiece model segments it (see convs2s_tf.interop).
+        from convs2s_tf.interop import tokenizer_for_run
+
+        tokenizer = tokenizer_for_run(model_dir, run_config, sentencepiece_model)
+        return model, tokenizer, path, run_config
     if sentencepiece_model is None:
         sentencepiece_model = run_config.get("sentencepiece_model")
     tokenizer = Tokenizer(sentencepiece_model) if sentencepiece_model else None
