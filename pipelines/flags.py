@@ -363,7 +363,16 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string(
         "checkpoint",
         None,
-        "Checkpoint to use instead of --model_dir's best (else latest) one.",
+        "Checkpoint to use instead of --model_dir's best (else latest) one; for "
+        "pipelines.import_fairseq, the fairseq .pt checkpoint to convert.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "sentencepiece_model",
+        None,
+        "SentencePiece model to tokenise text with instead of the run's own. For a model "
+        "imported from fairseq: the model its dictionaries' pieces come from (plain text in "
+        "and out); without one such a model reads and writes space-separated tokens.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -481,12 +490,41 @@ def search_options_from_flags(flag_values: flags.FlagValues = FLAGS) -> dict[str
     }
 
 
+def define_import_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.import_fairseq (besides --checkpoint and
+    --sentencepiece_model)."""
+    if "source_dict" in flag_values:
+        return
+    flags.DEFINE_string(
+        "source_dict",
+        None,
+        "pipelines.import_fairseq: the fairseq source dictionary (dict.SRC.txt of the "
+        "model's data-bin directory).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "target_dict",
+        None,
+        "pipelines.import_fairseq: the fairseq target dictionary (dict.TGT.txt; the same "
+        "file as --source_dict for a joined dictionary).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output_dir",
+        None,
+        "pipelines.import_fairseq: run directory to write (config.json, best/, the "
+        "dictionaries); use it as --model_dir of the other pipelines.",
+        flag_values=flag_values,
+    )
+
+
 def define_all_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines every flag of every pipeline (so one flagfile serves all of them)."""
     define_data_flags(flag_values)
     define_model_flags(flag_values)
     define_training_flags(flag_values)
     define_inference_flags(flag_values)
+    define_import_flags(flag_values)
 
 
 def _require_data_dir(flag_values: flags.FlagValues) -> str:

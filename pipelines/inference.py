@@ -38,12 +38,24 @@ def translator_from_flags():
             path = latest_version_dir(path)
         except FileNotFoundError:
             pass  # a version directory itself
+        from convs2s_tf.interop.token_export import TokenIdsTranslator, is_ids_export
+
+        if is_ids_export(path):
+            # An imported fairseq model without SentencePiece: tokens in, tokens out.
+            return TokenIdsTranslator(path)
         return Translator.from_saved_model(path)
     if not FLAGS.model_dir:
         raise app.UsageError("Give --saved_model=DIR or --model_dir=DIR.")
     from convs2s_tf.training.loading import load_trained_model
 
     model, tokenizer, _, _ = load_trained_model(
-        FLAGS.model_dir, FLAGS.checkpoint, compute_dtype=FLAGS.inference_dtype
+        FLAGS.model_dir,
+        FLAGS.checkpoint,
+        sentencepiece_model=FLAGS.sentencepiece_model,
+        compute_dtype=FLAGS.inference_dtype,
     )
+    if tokenizer is None:
+        raise app.UsageError(
+            f"{FLAGS.model_dir} names no SentencePiece model; give --sentencepiece_model."
+        )
     return Translator.from_checkpoint(model, tokenizer, **search_options)

@@ -8,6 +8,7 @@ from convs2s_tf.interop.fairseq_dictionary import Dictionary, DictionaryError
 from convs2s_tf.interop.vocabulary_tokenizer import (
     VocabularyError,
     VocabularyTokenizer,
+    run_dictionaries,
     tokenizer_for_run,
 )
 
@@ -16,5 +17,6 @@ __all__ = [
     "DictionaryError",
     "VocabularyError",
     "VocabularyTokenizer",
+    "run_dictionaries",
     "tokenizer_for_run",
 ]

@@ -120,8 +120,25 @@ class Dictionary:
         return sorted(self._indices.items(), key=lambda item: item[1])
 
     def encode_line(self, line):
-        """fairseq's `encode_line` without `</s>`: whitespace-split tokens to ids."""
-        return [self.index(token) for token in line.split()]
+        """fairseq's `encode_line` without `</s>`: whitespace-split tokens to ids, unknown
+        tokens to `<unk>`. The special tokens typed as text also become `<unk>` (fairseq
+        would feed a literal `<pad>` or `</s>` to the model as padding or end)."""
+        return [
+            vocabulary.UNK_ID if token in SPECIAL_SYMBOLS else self.index(token)
+            for token in line.split()
+        ]
+
+    def decode_ids(self, ids):
+        """Space-joined tokens of `ids` up to the first `</s>`, without `<pad>` and `<s>`."""
+        tokens = []
+        for index in ids:
+            index = int(index)
+            if index == vocabulary.EOS_ID:
+                break
+            if index in (vocabulary.PAD_ID, vocabulary.BOS_ID):
+                continue
+            tokens.append(self.symbols[index] if 0 <= index < len(self) else vocabulary.UNK_PIECE)
+        return " ".join(tokens)
 
     def save(self, path):
         """Writes the dictionary in fairseq's format (the specials are implicit)."""

@@ -158,6 +158,16 @@ def _string_sentencepiece(model_proto):
     return tokenizer
 
 
+def _resolve(model_dir, path):
+    return path if not path or os.path.isabs(path) else os.path.join(model_dir, path)
+
+
+def run_dictionaries(model_dir, run_config):
+    """The paths of the source and target dict.txt of a run with token vocabularies."""
+    entry = run_config["vocabulary"]
+    return _resolve(model_dir, entry["source"]), _resolve(model_dir, entry["target"])
+
+
 def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
     """The `VocabularyTokenizer` of a run whose config names token vocabularies.
 
@@ -171,14 +181,11 @@ def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
         VocabularyError: The vocabularies do not match the model's sizes.
     """
 
-    def resolve(path):
-        return path if not path or os.path.isabs(path) else os.path.join(model_dir, path)
-
     entry = run_config["vocabulary"]
     if sentencepiece_model is None:
-        sentencepiece_model = resolve(run_config.get("sentencepiece_model"))
+        sentencepiece_model = _resolve(model_dir, run_config.get("sentencepiece_model"))
     tokenizer = VocabularyTokenizer.from_files(
-        resolve(entry["source"]), resolve(entry["target"]), sentencepiece_model or None
+        *run_dictionaries(model_dir, run_config), sentencepiece_model or None
     )
     model = run_config["model"]
     for side, size, expected in (
