@@ -133,6 +133,7 @@ def beam_search(
     return_attention=False,
     jit_compile_step=False,
     incremental=True,
+    kernels=None,
 ):
     """Translates `source` with beam search (greedy when `beam_size == 1`).
 
@@ -155,13 +156,15 @@ def beam_search(
             once per batch size and source bucket rather than at every step.
         incremental: False recomputes the whole prefix at every step instead of using
             the cached windows; only for measuring what the cache saves.
+        kernels: The model's weight-normalised kernels from `fold_kernels`, when the
+            caller keeps them (otherwise they are computed once per call).
 
     Returns:
         A `SearchOutput`.
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}.")
-    with frozen_kernels(model):
+    with frozen_kernels(model, kernels):
         return _beam_search(
             model,
             tf.convert_to_tensor(source, tf.int32),
@@ -253,20 +256,44 @@ def _beam_search(
     ):
         return tf.logical_and(step < max_steps, tf.reduce_any(finished_count < k))
 
-    def decoder_step(tokens, step, incremental_state, encoder_output, history):
-        if incremental:
-            return decoder.step(tokens, step, incremental_state, encoder_output, beam_size=k)
+    def candidates(logits, step_bias, force_eos):
+        """Each hypothesis' `per_row` best next tokens and their log-probabilities.
+
+        log-softmax without materialising it: candidates come from the adjusted logits
+        and only they are normalised by the log-sum-exp.
+        """
+        normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+        top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
+        # A hypothesis at its sentence's maximum length may only end: its one candidate
+        # is </s>.
+        rows = tf.shape(logits)[0]
+        eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
+        forced_logits = tf.concat([eos_logit, tf.fill([rows, per_row - 1], _NEG_INF)], axis=1)
+        forced_ids = tf.concat([tf.fill([rows, 1], EOS_ID), top_ids[:, 1:]], axis=1)
+        top_logits = tf.where(force_eos[:, None], forced_logits, top_logits)
+        top_ids = tf.where(force_eos[:, None], forced_ids, top_ids)
+        return top_logits - normaliser, top_ids
+
+    def decoder_step(tokens, step, incremental_state, encoder_output, step_bias, force_eos):
+        logits, attention, incremental_state = decoder.step(
+            tokens, step, incremental_state, encoder_output, beam_size=k
+        )
+        top_log_probs, top_ids = candidates(logits, step_bias, force_eos)
+        return top_log_probs, top_ids, attention, incremental_state
+
+    if jit_compile_step:
+        # Only tensors of fixed shape within a search go in, so it compiles once.
+        decoder_step = tf.function(decoder_step, jit_compile=True)
+
+    def recompute_step(history, encoder_output):
         # Baseline without caches: the full parallel pass over the prefix, last position.
-        num_hypotheses = tf.shape(tokens)[0]
+        num_hypotheses = tf.shape(history)[0]
         decoder_input = tf.concat([tf.fill([num_hypotheses, 1], EOS_ID), history], axis=1)
         repeated = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), encoder_output)
         logits, attention = decoder(decoder_input, repeated, return_attention=True)
         if attention is None:
             attention = tf.zeros([num_hypotheses, 1, attention_length])
-        return logits[:, -1], attention[:, -1], incremental_state
-
-    if jit_compile_step:
-        decoder_step = tf.function(decoder_step, jit_compile=True)
+        return logits[:, -1], attention[:, -1]
 
     def body(
         step,
@@ -290,26 +317,16 @@ def _beam_search(
             lambda: tf.reshape(alive_tokens[:, :, -1], [-1]),
             lambda: tf.fill([num_hypotheses], EOS_ID),
         )
-        history = tf.reshape(alive_tokens, [num_hypotheses, -1])
-        logits, attention, incremental_state = decoder_step(
-            previous, step, incremental_state, encoder_output, history
-        )
-        # log-softmax without materialising it: candidates come from the adjusted logits
-        # and only they are normalised by the log-sum-exp.
-        normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
         step_bias = tf.cond(step < min_length, lambda: special_bias_no_eos, lambda: special_bias)
-        top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
-        # A hypothesis at its sentence's maximum length may only end: its one candidate
-        # is </s>.
         force_eos = step >= tf.repeat(active_max_lengths, k)
-        eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
-        forced_logits = tf.concat(
-            [eos_logit, tf.fill([num_hypotheses, per_row - 1], _NEG_INF)], axis=1
-        )
-        forced_ids = tf.concat([tf.fill([num_hypotheses, 1], EOS_ID), top_ids[:, 1:]], axis=1)
-        top_logits = tf.where(force_eos[:, None], forced_logits, top_logits)
-        top_ids = tf.where(force_eos[:, None], forced_ids, top_ids)
-        top_log_probs = top_logits - normaliser
+        if incremental:
+            top_log_probs, top_ids, attention, incremental_state = decoder_step(
+                previous, step, incremental_state, encoder_output, step_bias, force_eos
+            )
+        else:
+            history = tf.reshape(alive_tokens, [num_hypotheses, -1])
+            logits, attention = recompute_step(history, encoder_output)
+            top_log_probs, top_ids = candidates(logits, step_bias, force_eos)
 
         cumulative = tf.reshape(alive_scores, [-1, 1]) + top_log_probs
         cumulative = tf.reshape(cumulative, [active, k * per_row])

@@ -1,6 +1,6 @@
 """Keras layers of ConvS2S: weight-normalised maps, GLU, positions and attention."""
 
-from convs2s_tf.layers.frozen_kernels import frozen_kernels
+from convs2s_tf.layers.frozen_kernels import fold_kernels, frozen_kernels, weight_norm_layers
 from convs2s_tf.layers.glu import GLU
 from convs2s_tf.layers.gradient_scale import GradientScale, scale_gradient
 from convs2s_tf.layers.learned_positional_embedding import LearnedPositionalEmbedding
@@ -17,6 +17,8 @@ __all__ = [
     "PaddedNormal",
     "WeightNormConv1D",
     "WeightNormDense",
+    "fold_kernels",
     "frozen_kernels",
     "scale_gradient",
+    "weight_norm_layers",
 ]
