@@ -129,7 +129,8 @@ class Dictionary:
         ]
 
     def decode_ids(self, ids):
-        """Space-joined tokens of `ids` up to the first `</s>`, without `<pad>` and `<s>`."""
+        """Space-joined tokens of `ids` up to the first `</s>`, without `<pad>` and `<s>`
+        (as fairseq's `Dictionary.string`)."""
         tokens = []
         for index in ids:
             index = int(index)

@@ -141,6 +141,15 @@ def _unsafe_globals(torch, path):
     return [name for name in found if name not in allowed]
 
 
+def _first_line(error):
+    """The informative part of a torch.load error."""
+    text = str(error)
+    match = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|$)", text, re.S)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    detail = match.group(1) if match else (lines[0] if lines else "")
+    return f"{type(error).__name__}: {detail}"
+
+
 def read_checkpoint(path):
     """Reads a fairseq checkpoint file without unpickling arbitrary objects.
 
@@ -167,9 +176,12 @@ def read_checkpoint(path):
     except pickle.UnpicklingError as error:
         names = _unsafe_globals(torch, path)
         if not names:
-            match = re.search(r"GLOBAL (\S+)", str(error))
-            names = [match.group(1)] if match else []
-        found = ", ".join(names) if names else "an object the safe loader cannot read"
+            names = re.findall(r"GLOBAL (\S+) was not an allowed global", str(error))
+        if not names:
+            raise FairseqImportError(
+                f"{path} is not a readable PyTorch checkpoint ({_first_line(error)})."
+            ) from None
+        found = ", ".join(names)
         raise FairseqImportError(
             f"{path} holds pickled Python objects besides tensors ({found}); reading it "
             "would mean executing code from the file, which this importer never does "
@@ -182,8 +194,7 @@ def read_checkpoint(path):
         ) from None
     except Exception as error:  # noqa: BLE001 (zip/format errors of every kind)
         raise FairseqImportError(
-            f"{path} is not a readable PyTorch checkpoint ({type(error).__name__}: "
-            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})."
+            f"{path} is not a readable PyTorch checkpoint ({_first_line(error)})."
         ) from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         keys = sorted(state) if isinstance(state, dict) else type(state).__name__

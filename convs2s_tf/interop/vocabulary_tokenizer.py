@@ -100,17 +100,16 @@ class VocabularyTokenizer(tf.Module):
         return pieces.with_flat_values(self._source_table.lookup(pieces.flat_values))
 
     def decodable_mask(self, ids):
-        """Which ids of dense `[B, T]` `ids` are text: before the first `</s>`, in the
-        target vocabulary, and neither `<pad>` nor `<s>`."""
+        """Which ids of dense `[B, T]` `ids` are output: before the first `</s>`, neither
+        `<pad>` nor `<s>` (fairseq's `Dictionary.string` drops `<s>` too)."""
         ids = tf.convert_to_tensor(ids)
         before_eos = tf.equal(
             tf.cumsum(tf.cast(tf.equal(ids, vocabulary.EOS_ID), tf.int32), axis=-1), 0
         )
-        in_vocabulary = tf.logical_and(ids >= 0, ids < self.vocab_size)
         not_special = tf.logical_and(
             tf.not_equal(ids, vocabulary.PAD_ID), tf.not_equal(ids, vocabulary.BOS_ID)
         )
-        return before_eos & in_vocabulary & not_special
+        return before_eos & not_special
 
     def decode(self, ids):
         """The text of target `ids` (`[B, T]`, or `[T]` for one sentence), cut at `</s>`:
@@ -121,7 +120,7 @@ class VocabularyTokenizer(tf.Module):
         if ids.shape.rank == 1:
             return self.decode(ids[tf.newaxis])[0]
         kept = tf.ragged.boolean_mask(ids, self.decodable_mask(ids))
-        tokens = kept.with_flat_values(tf.gather(self._target_symbols, kept.flat_values))
+        tokens = self.id_to_piece(kept)
         if self._sentencepiece is None:
             return tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         piece_ids = tokens.with_flat_values(self._sentencepiece.string_to_id(tokens.flat_values))
