@@ -212,3 +212,62 @@ def test_recomputing_and_xla_variants_give_the_same_search(options):
     tokens, scores = search(SOURCE)
     np.testing.assert_array_equal(tokens.numpy(), reference.tokens.numpy())
     np.testing.assert_allclose(scores.numpy(), reference.scores.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("vocab_size", [8000, 7813, 300, 40])
+@pytest.mark.parametrize("k", [1, 10])
+def test_two_pass_top_k_equals_full_top_k(vocab_size, k):
+    from convs2s_tf.decoding.beam_search import top_k_with_special_bias
+
+    logits = tf.random.stateless_normal([33, vocab_size], seed=[vocab_size, k]) * 4.0
+    # Rows whose best values all sit in one chunk, and a row of equal values.
+    logits = tf.tensor_scatter_nd_update(logits, [[0, 5], [0, 6], [0, 7]], [50.0, 49.0, 48.0])
+    logits = tf.concat([logits, tf.zeros([1, vocab_size])], axis=0)
+    special_bias = tf.constant([-3.0, float("-inf"), 2.0, -1.0])
+    values, ids = top_k_with_special_bias(logits, special_bias, k)
+    full_bias = tf.pad(special_bias, [[0, vocab_size - 4]])
+    expected_values, expected_ids = tf.math.top_k(logits + full_bias, k)
+    np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+    np.testing.assert_array_equal(ids.numpy()[:-1], expected_ids.numpy()[:-1])
+    # Ties may come in another order, never other values.
+    gathered = tf.gather(logits + full_bias, ids, batch_dims=1)
+    np.testing.assert_array_equal(gathered.numpy(), values.numpy())
+
+
+def test_frozen_kernels_compute_the_same_and_check_shapes():
+    from convs2s_tf.layers import fold_kernels, frozen_kernels, weight_norm_layers
+
+    model = tiny_model(target_vocab_size=9, seed=13)
+    inputs = {"source": SOURCE, "target_input": tf.constant([[2, 4, 5], [2, 6, 7]])}
+    expected = model(inputs)
+    kernels = fold_kernels(model)
+    with frozen_kernels(model, kernels):
+        frozen = model(inputs)
+        assert all(layer.frozen_kernel is not None for layer in weight_norm_layers(model))
+    assert all(layer.frozen_kernel is None for layer in weight_norm_layers(model))
+    np.testing.assert_allclose(frozen.numpy(), expected.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="kernels given for"):
+        with frozen_kernels(model, kernels[:-1]):
+            pass
+    with pytest.raises(ValueError, match="Kernel of shape"):
+        with frozen_kernels(model, kernels[1:] + kernels[:1]):
+            pass
+
+
+def test_bfloat16_search_scores_its_hypotheses_like_float32():
+    from convs2s_tf.training.loading import build_model
+
+    model = tiny_model(target_vocab_size=30, seed=14, scale=0.5)
+    bf16 = build_model(model.get_config(), compute_dtype="bfloat16")
+    for source, target in zip(model.weights, bf16.weights):
+        target.assign(source)
+    assert bf16.decoder.compute_dtype == "bfloat16"
+    output = beam_search(bf16, SOURCE, beam_size=3, max_len_b=6)
+    tokens, scores = output.tokens.numpy(), output.scores.numpy()
+    assert np.all(np.isfinite(scores))
+    for row in range(len(tokens)):
+        target = [t for t in tokens[row, 0] if t != PAD_ID]
+        assert target[-1] == EOS_ID
+        exact = sequence_log_prob(model, SOURCE[row], target) / len(target)
+        # bfloat16 keeps 8 bits of mantissa: scores agree to a few hundredths.
+        assert abs(exact - scores[row, 0]) < 0.05

@@ -133,3 +133,24 @@ def test_bad_input_does_not_change_other_translations(tiny_run):
     # Invalid UTF-8 bytes reach the model as bytes, not only as replaced text.
     raw = translator._translate(tf.constant([b"\xff\xfe\xc3 abc", b"A man."]))
     assert raw["translation"].shape == (2,)
+
+
+def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
+    export_dir = tmp_path / "tiny_bf16"
+    _run(
+        [
+            "-m",
+            "pipelines.export",
+            f"--model_dir={tiny_run}",
+            f"--export_dir={export_dir}",
+            "--inference_dtype=bfloat16",
+            "--xla_decode",
+        ]
+        + SEARCH_FLAGS
+    )
+    model, tokenizer, _, _ = load_trained_model(str(tiny_run), compute_dtype="bfloat16")
+    in_process = Translator.from_checkpoint(
+        model, tokenizer, beam_size=3, max_len_a=1.2, max_len_b=5, jit_compile_step=True
+    )
+    served = Translator.from_saved_model(str(export_dir / "1"))
+    assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)
