@@ -430,22 +430,27 @@ def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path, caps
 
     lines = ["s4 s5 s6 s7", "s10 never-seen s11", "", "s30 s31 s32 s33 s34 s35 s36"]
     search = ["--beam_size=5", "--max_len_a=0", "--max_len_b=8"]
-    translated = _run(
-        ["pipelines.translate", f"--model_dir={run}", *search], "\n".join(lines) + "\n"
+    # The other pipelines run in this process (each subprocess costs seconds of imports).
+    (tmp_path / "source.txt").write_text("\n".join(lines) + "\n")
+    output = tmp_path / "translations.txt"
+    _main(
+        "pipelines.translate",
+        f"--model_dir={run}",
+        f"--input={tmp_path / 'source.txt'}",
+        f"--output={output}",
+        *search,
     )
     expected = _fairseq_translations(
         model, (dictionaries["source"], dictionaries["target"]), lines, max_len_b=8
     )
-    assert translated.stdout.splitlines() == expected
+    assert output.read_text().splitlines() == expected
     assert all(token in TARGET_TOKENS for line in expected for token in line.split())
 
-    # Export and evaluation in this process (each subprocess costs seconds of imports).
     export_dir = tmp_path / "exported"
     _main("pipelines.export", f"--model_dir={run}", f"--export_dir={export_dir}", *search)
     extra = sorted(os.listdir(export_dir / "1" / "assets.extra"))
     assert extra == ["source_dict.txt", "target_dict.txt", "tf_serving_warmup_requests"]
     assert sorted(tf.saved_model.load(str(export_dir / "1")).signatures) == ["translate_ids"]
-    (tmp_path / "source.txt").write_text("\n".join(lines) + "\n")
     (tmp_path / "reference.txt").write_text("\n".join(expected) + "\n")
     capsys.readouterr()
     _main(
