@@ -29,6 +29,15 @@ EXTRAS_REQUIRE = {
         "black>=24",
         "isort>=5.13",
     ],
+    # pipelines.import_fairseq reads fairseq checkpoints with PyTorch (torch.load with
+    # weights_only=True and safe_globals). Install the CPU build first where pip would
+    # otherwise pull a CUDA one: `pip install torch==2.13.0` on these machines.
+    "fairseq_import": ["torch>=2.5"],
+    # Parity tests against fairseq itself (tests/test_fairseq_import.py). Install
+    # torch==2.13.0 (the CPU build) first, as its own pip command, then this extra with
+    # --no-build-isolation: fairseq-fixed (the 0.12 line that installs on Python 3.11)
+    # compiles extensions against the installed torch and needs Cython to build.
+    "parity": ["torch==2.13.0", "fairseq-fixed>=0.12.3,<0.13"],
 }
 
 setup(
