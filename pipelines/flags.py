@@ -297,8 +297,8 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_float(
         "max_train_minutes",
         0.0,
-        "Stop training after this many minutes of wall time, at the next epoch end (0: no "
-        "limit).",
+        "Keep training within this many minutes of wall time: stop at the last epoch end "
+        "before it, judged by the last epoch's duration (0: no limit).",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(

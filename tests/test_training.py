@@ -224,3 +224,17 @@ def test_fused_loss_gradient_matches_autodiff(rng):
         reference = tf.reduce_sum(per_token * mask) * weights
     np.testing.assert_allclose(fused, tape.gradient(reference, logits).numpy(), atol=1e-6)
     assert float(loss) == pytest.approx(float(reference), rel=1e-5)
+
+
+def test_wall_clock_limit_stops_before_an_epoch_would_overrun():
+    from convs2s_tf.training.run import WallClockLimit
+
+    now = [0.0]
+    limit = WallClockLimit(10, clock=lambda: now[0])  # 600 s
+    checks = []
+    for epoch_end in (170.0, 340.0, 510.0):  # epochs of 170 s
+        now[0] = epoch_end
+        checks.append(limit.expired())
+    # After 340 s another 170 s epoch still fits (510 <= 600); after 510 s it would not.
+    assert checks == [False, False, True]
+    assert not WallClockLimit(0, clock=lambda: now[0]).expired()

@@ -19,13 +19,23 @@ from convs2s_tf.training.trainer import Trainer
 
 
 class WallClockLimit:
-    """Stops training at the first epoch end after `minutes` of wall time."""
+    """Keeps training within `minutes` of wall time, stopping only at epoch ends.
 
-    def __init__(self, minutes):
-        self.deadline = time.time() + 60.0 * minutes if minutes else None
+    Checked at every epoch end: training stops there if the next epoch, expected to
+    last as long as the one just finished, would end past the deadline (or if the
+    deadline has passed). So a run never overshoots by a whole epoch, and every stop
+    comes with a validated checkpoint.
+    """
+
+    def __init__(self, minutes, clock=time.time):
+        self._clock = clock
+        self._last_check = clock()
+        self.deadline = self._last_check + 60.0 * minutes if minutes else None
 
     def expired(self):
-        return self.deadline is not None and time.time() >= self.deadline
+        now = self._clock()
+        epoch_seconds, self._last_check = now - self._last_check, now
+        return self.deadline is not None and now + epoch_seconds > self.deadline
 
 
 def translate_split(model, tokenizer, dataset, beam_size, max_len_a=1.2, max_len_b=10):
