@@ -42,6 +42,11 @@ def translator_from_flags():
 
         if is_ids_export(path):
             # An imported fairseq model without SentencePiece: tokens in, tokens out.
+            if FLAGS.nbest > 1 or FLAGS.attention_dir:
+                raise app.UsageError(
+                    "This export has the translate_ids signature only (best hypothesis, no "
+                    "attention); use --model_dir for --nbest and --attention_dir."
+                )
             return TokenIdsTranslator(path)
         return Translator.from_saved_model(path)
     if not FLAGS.model_dir:
