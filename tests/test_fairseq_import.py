@@ -32,8 +32,8 @@ except ImportError as error:  # pragma: no cover (depends on the environment)
         ) from error
     pytest.skip(
         f"fairseq parity tests skipped: fairseq/torch not importable ({error}). Install "
-        "them with `pip install torch==2.13.0` then `pip install --no-build-isolation -e "
-        "'.[parity]'`.",
+        "them as scripts/run_tests.sh does: `pip install torch==2.13.0`, then `pip install "
+        "cython` and `pip install --no-build-isolation -e '.[test,parity]'`.",
         allow_module_level=True,
     )
 
