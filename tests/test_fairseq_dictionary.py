@@ -54,8 +54,12 @@ def test_pretokenized_vocabulary_tokenizer():
         Dictionary.from_tokens(["a", "b@@", "c"]), Dictionary.from_tokens(["x", "y@@", "z"])
     )
     assert tokenizer.pretokenized and tokenizer.vocab_size == 7
-    ids = tokenizer.encode(tf.constant(["a b@@ c", "  c  unknown <pad> </s> ", ""]))
-    assert ids.to_list() == [[4, 5, 6], [6, 3, 3, 3], []]
+    texts = ["a b@@ c", "  c\tunknown <pad> </s> ", "", "a\u00a0c\u3000b@@"]
+    ids = tokenizer.encode(tf.constant(texts))
+    assert ids.to_list() == [[4, 5, 6], [6, 3, 3, 3], [], [4, 6, 5]]
+    assert ids.to_list() == [
+        Dictionary.from_tokens(["a", "b@@", "c"]).encode_line(t) for t in texts
+    ]
 
     @tf.function
     def decode(ids):

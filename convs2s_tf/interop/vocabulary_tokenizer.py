@@ -25,6 +25,8 @@ import tensorflow as tf
 from convs2s_tf import vocabulary
 from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
 
+_WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
+
 
 class VocabularyError(ValueError):
     """A vocabulary that does not fit the model it is meant for."""
@@ -92,6 +94,8 @@ class VocabularyTokenizer(tf.Module):
     def _pieces(self, texts):
         if self._sentencepiece is not None:
             return self._sentencepiece.tokenize(texts)
+        # Python's (and so fairseq's) whitespace, beyond the ASCII set tf.strings.split uses.
+        texts = tf.strings.regex_replace(texts, _WHITESPACE, " ")
         return tf.strings.split(texts)
 
     def encode(self, texts):
