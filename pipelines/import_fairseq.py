@@ -28,7 +28,7 @@ def main(argv):
         if not FLAGS[name].value
     ]
     if missing:
-        raise app.UsageError(f"--{', --'.join(missing)} required.")
+        raise app.UsageError(f"Missing required flags: --{', --'.join(missing)}.")
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError, convert_checkpoint
 
     try:

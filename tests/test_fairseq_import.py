@@ -523,3 +523,20 @@ def test_sentencepiece_text_in_and_out(tmp_path):
         model, pretokenized, beam_size=5, max_len_a=0.0, max_len_b=8
     ).translate(piece_lines)
     assert [hypotheses[0][0] for hypotheses in pieces_out] == expected
+    # A run imported without it takes --sentencepiece_model on the command line.
+    plain_run = tmp_path / "plain_run"
+    fairseq_fconv.convert_checkpoint(
+        str(checkpoint), str(tmp_path / "dict.txt"), str(tmp_path / "dict.txt"), str(plain_run)
+    )
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    _main(
+        "pipelines.translate",
+        f"--model_dir={plain_run}",
+        f"--sentencepiece_model={tmp_path / 'spm.model'}",
+        f"--input={tmp_path / 'texts.txt'}",
+        f"--output={tmp_path / 'out.txt'}",
+        "--beam_size=5",
+        "--max_len_a=0",
+        "--max_len_b=8",
+    )
+    assert (tmp_path / "out.txt").read_text().splitlines() == ours
