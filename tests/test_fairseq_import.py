@@ -475,6 +475,7 @@ def _sentencepiece_model(lines):
         vocab_size=120,
         model_type="bpe",
         num_threads=1,
+        minloglevel=2,
     )
     return model.getvalue()
 
