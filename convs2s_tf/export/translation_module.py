@@ -147,7 +147,10 @@ class TranslationModule(tf.Module):
             "translation": self.tokenizer.decode(tokens),
             "score": output.scores[:, 0],
             "attention": output.attention[:, 0],
-            "source_pieces": self.tokenizer.id_to_piece(source),
+            # Imported fairseq models may have separate source and target vocabularies.
+            "source_pieces": getattr(
+                self.tokenizer, "source_id_to_piece", self.tokenizer.id_to_piece
+            )(source),
             "target_pieces": self.tokenizer.id_to_piece(tokens),
             "source_length": tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1),
             "target_length": output.lengths[:, 0],
