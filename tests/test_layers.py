@@ -238,3 +238,27 @@ def test_layers_build_inside_tf_function(rng):
     outputs = run(tf.constant(rng.normal(size=[2, 5, 3]).astype("float32")))
     assert outputs.shape == (2, 5, 4)
     np.testing.assert_allclose(layer.kernel.numpy(), layer.kernel_v.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel_size", [2, 3, 5])
+@pytest.mark.parametrize("padding", ["causal", "same", "valid"])
+def test_conv_gradients_match_autodiff_of_conv1d(kernel_size, padding):
+    # The layer's convolution has a hand-written kernel gradient (one matmul).
+    layer = WeightNormConv1D(6, kernel_size, padding=padding)
+    inputs = tf.random.stateless_normal([3, 7, 4], seed=[kernel_size, len(padding)])
+    layer.build(inputs.shape)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(inputs)
+        outputs = layer(inputs)
+        loss = tf.reduce_sum(outputs * tf.sin(outputs))
+        kernel = layer.kernel
+        left, right = layer._paddings()
+        padded = tf.pad(inputs, [[0, 0], [left, right], [0, 0]])
+        reference = tf.nn.conv1d(padded, kernel, 1, "VALID") + layer.bias
+        reference_loss = tf.reduce_sum(reference * tf.sin(reference))
+    np.testing.assert_allclose(outputs.numpy(), reference.numpy(), atol=1e-6)
+    for got, expected in zip(
+        tape.gradient(loss, [inputs, layer.kernel_v, layer.kernel_g]),
+        tape.gradient(reference_loss, [inputs, layer.kernel_v, layer.kernel_g]),
+    ):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-5)

@@ -118,7 +118,7 @@ class WeightNormConv1D(keras.layers.Layer):
             # A width-1 convolution is a position-wise matrix product.
             outputs = tf.tensordot(inputs, kernel[0], axes=1)
         else:
-            outputs = tf.nn.conv1d(inputs, kernel, stride=1, padding="VALID")
+            outputs = _conv1d_valid(inputs, kernel)
             # TF's conv1d returns a wrongly shaped tensor for an empty batch (as a replica
             # may get); restating the shape is free and keeps the empty case valid.
             shape = tf.shape(inputs)
@@ -177,3 +177,35 @@ class WeightNormConv1D(keras.layers.Layer):
             }
         )
         return config
+
+
+@tf.custom_gradient
+def _conv1d_valid(inputs, kernel):
+    """`tf.nn.conv1d(inputs, kernel, 1, "VALID")` whose kernel gradient is one matmul.
+
+    oneDNN's filter gradient of a 1-D convolution (Conv2DBackpropFilter) took twice as
+    long as the forward pass here (23 ms against 9 ms in bfloat16 on a 3,200-token
+    batch); `sum_t window(x)_t^T dy_t` over the `k` shifted copies of the input does
+    the same sum as one `[k * in, tokens] x [tokens, filters]` matmul, at the forward
+    pass' cost. The input gradient stays oneDNN's transposed convolution.
+    """
+    outputs = tf.nn.conv1d(inputs, kernel, stride=1, padding="VALID")
+
+    def gradient(upstream):
+        kernel_size, input_dim, filters = kernel.shape
+        # Restated from the inputs: oneDNN gives an empty batch a wrongly shaped output.
+        shape = tf.shape(inputs)
+        length = shape[1] - kernel_size + 1
+        upstream = tf.reshape(upstream, [shape[0], length, filters])
+        inputs_gradient = tf.nn.conv1d_transpose(
+            upstream, kernel, output_shape=shape, strides=1, padding="VALID"
+        )
+        windows = tf.concat([inputs[:, i : i + length] for i in range(kernel_size)], axis=-1)
+        kernel_gradient = tf.matmul(
+            tf.reshape(windows, [-1, kernel_size * input_dim]),
+            tf.reshape(upstream, [-1, filters]),
+            transpose_a=True,
+        )
+        return inputs_gradient, tf.reshape(kernel_gradient, [kernel_size, input_dim, filters])
+
+    return outputs, gradient

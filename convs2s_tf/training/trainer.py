@@ -15,7 +15,7 @@ from absl import logging
 from convs2s_tf.decoding import beam_search
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.training.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
-from convs2s_tf.training.losses import token_losses
+from convs2s_tf.training.losses import flat_token_losses
 from convs2s_tf.training.summaries import SummaryLogger
 from convs2s_tf.training.training_state import TrainingState
 from convs2s_tf.vocabulary import EOS_ID
@@ -125,10 +125,12 @@ class Trainer:
         features = self.model.decoder.features(
             batch["target_input"], encoder_output, training=training
         )
-        mask = tf.not_equal(batch["target"], self.model.decoder.pad_id)
-        logits = self.model.decoder.output_logits(tf.boolean_mask(features, mask))
-        return token_losses(
-            logits, tf.boolean_mask(batch["target"], mask), self.config.label_smoothing
+        # gather_nd rather than boolean_mask: its gradient is one dense scatter, where
+        # boolean_mask's (a segment sum) cost 20 ms a step in bfloat16.
+        positions = tf.where(tf.not_equal(batch["target"], self.model.decoder.pad_id))
+        logits = self.model.decoder.output_logits(tf.gather_nd(features, positions))
+        return flat_token_losses(
+            logits, tf.gather_nd(batch["target"], positions), self.config.label_smoothing
         )
 
     def _reduced_gradients(self, batch):
@@ -379,8 +381,11 @@ class Trainer:
     def _end_epoch(self, epoch, valid_dataset):
         results = {}
         improved_loss = False
+        validation_seconds = None
         if valid_dataset is not None:
+            started = time.time()
             results = self.validate(valid_dataset)
+            validation_seconds = time.time() - started
             loss, nll = results["valid_loss"], results["valid_nll"]
             improved_loss = loss < float(self.state.best_valid_loss.numpy())
             if improved_loss:
@@ -408,6 +413,7 @@ class Trainer:
             )
             if "valid_bleu" in results:
                 summary += f" BLEU {results['valid_bleu']:.2f}"
+            summary += f" ({validation_seconds:.0f} s)"
         if self.is_chief:
             print(summary, flush=True)
         logging.info(summary)
