@@ -370,18 +370,9 @@ def _run(arguments, stdin=None):
 
 
 def _main(module_name, *arguments):
-    """Runs a pipeline's `main` in this process with `arguments` as its flags."""
-    import importlib
-
-    from absl import flags
-
-    module = importlib.import_module(module_name)
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["python -m " + module_name, *arguments])
-    try:
-        assert module.main([module_name]) == 0
-    finally:
-        flags.FLAGS.unparse_flags()
+    """Runs a pipeline in a fresh process (absl's global flags of other pipelines,
+    imported by other tests, must not leak in); returns its standard output."""
+    return _run([module_name, *arguments]).stdout
 
 
 def _fairseq_translations(fairseq_model, dictionary_pairs, lines, max_len_b):
@@ -409,7 +400,7 @@ def _fairseq_translations(fairseq_model, dictionary_pairs, lines, max_len_b):
     return [target_dictionary.string(h[0]["tokens"]) for h in hypotheses]
 
 
-def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path, capsys):
+def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path):
     model, args = _small_model(dictionaries, seed=13)
     checkpoint = fairseq_models.save_checkpoint(model, args, tmp_path / "checkpoint_best.pt")
     run = tmp_path / "converted"
@@ -430,7 +421,6 @@ def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path, caps
 
     lines = ["s4 s5 s6 s7", "s10 never-seen s11", "", "s30 s31 s32 s33 s34 s35 s36"]
     search = ["--beam_size=5", "--max_len_a=0", "--max_len_b=8"]
-    # The other pipelines run in this process (each subprocess costs seconds of imports).
     (tmp_path / "source.txt").write_text("\n".join(lines) + "\n")
     output = tmp_path / "translations.txt"
     _main(
@@ -452,15 +442,14 @@ def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path, caps
     assert extra == ["source_dict.txt", "target_dict.txt", "tf_serving_warmup_requests"]
     assert sorted(tf.saved_model.load(str(export_dir / "1")).signatures) == ["translate_ids"]
     (tmp_path / "reference.txt").write_text("\n".join(expected) + "\n")
-    capsys.readouterr()
-    _main(
+    printed = _main(
         "pipelines.evaluate",
         f"--saved_model={export_dir}",
         f"--source={tmp_path / 'source.txt'}",
         f"--reference={tmp_path / 'reference.txt'}",
         "--json",
     )
-    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    scores = json.loads(printed.strip().splitlines()[-1])
     assert scores["bleu"] == pytest.approx(100.0) and scores["sentences"] == len(lines)
 
 
