@@ -29,7 +29,9 @@ flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "
 flags.DEFINE_string("saved_model", None, "Also measure this SavedModel (base or version dir).")
 flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.")
 flags.DEFINE_integer("latency_sentences", 100, "Sentences timed one at a time.")
-flags.DEFINE_integer("recompute_sentences", 256, "Sentences for the recompute comparison.")
+flags.DEFINE_integer(
+    "recompute_sentences", 0, "Sentences for the recompute comparison (0: all of them)."
+)
 flags.DEFINE_list("variants", _VARIANTS, f"Checkpoint variants, of {_VARIANTS}.")
 flags.DEFINE_list(
     "saved_model_variants",
@@ -123,7 +125,7 @@ def main(argv):
         results[f"{variant}_latency_ms_batch1"] = round(latency, 2)
         print(f"checkpoint {variant} beam5 batch 1: {latency:.2f} ms/sentence", flush=True)
 
-    subset = sentences[: FLAGS.recompute_sentences]
+    subset = sentences[: FLAGS.recompute_sentences or None]
     module = TranslationModule(model, tokenizer, beam_size=5, **search)
     incremental, _ = _throughput(text_translate(module), subset, FLAGS.batch_size)
 
