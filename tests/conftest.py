@@ -127,6 +127,26 @@ def subprocess_env(**extra):
     return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
 
 
+def run_python(arguments, stdin=None, check=True, timeout=600):
+    """Runs `python ARGUMENTS...` from the repository root with `subprocess_env()`;
+    asserts it succeeded (printing the end of its stderr) unless `check` is False."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, *arguments],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 @pytest.fixture(scope="session")
 def tiny_run(small_prepared, tmp_path_factory):
     """A run directory as pipelines.train writes it: config.json and a checkpoint of a

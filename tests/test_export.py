@@ -2,14 +2,11 @@
 checkpoint, each checked in a fresh process that imports only TF and tf-text."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT, SEARCH_FLAGS
-from conftest import subprocess_env as _env  # noqa: E402
+from conftest import SEARCH_FLAGS, run_python
 
 from convs2s_tf.decoding.translator import Translator
 from convs2s_tf.training.loading import load_trained_model
@@ -27,17 +24,7 @@ TEXTS = [
 
 
 def _run(arguments, stdin=None, timeout=600):
-    result = subprocess.run(
-        [sys.executable, *arguments],
-        cwd=ROOT,
-        env=_env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_python(arguments, stdin, timeout=timeout)
 
 
 def test_export_layout_and_next_version(exported, tiny_run):

@@ -14,8 +14,6 @@ import argparse
 import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -38,7 +36,7 @@ except ImportError as error:  # pragma: no cover (depends on the environment)
     )
 
 import tensorflow as tf  # noqa: E402
-from conftest import ROOT, subprocess_env  # noqa: E402
+from conftest import run_python  # noqa: E402
 from helpers import fairseq_models  # noqa: E402
 
 from convs2s_tf.decoding import beam_search  # noqa: E402
@@ -356,17 +354,7 @@ def test_refuses_pickled_objects_other_architectures_and_mismatches(dictionaries
 
 
 def _run(arguments, stdin=None):
-    result = subprocess.run(
-        [sys.executable, "-m", *arguments],
-        cwd=ROOT,
-        env=subprocess_env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_python(["-m", *arguments], stdin)
 
 
 def _main(module_name, *arguments):

@@ -1,25 +1,14 @@
 """pipelines.translate and pipelines.evaluate from a checkpoint and from a SavedModel."""
 
 import json
-import subprocess
-import sys
 
-from conftest import ROOT, SEARCH_FLAGS, subprocess_env
+from conftest import SEARCH_FLAGS, run_python
 
 LINES = ["A man is riding a bicycle.", "Two dogs play in the snow.", "", "A girl smiles."]
 
 
 def _run(arguments, stdin=None):
-    result = subprocess.run(
-        [sys.executable, "-m", *arguments],
-        cwd=ROOT,
-        env=subprocess_env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return result
+    return run_python(["-m", *arguments], stdin, check=False)
 
 
 def test_translate_checkpoint_stdin_equals_saved_model_file(tiny_run, exported, tmp_path):
