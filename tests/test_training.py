@@ -20,6 +20,12 @@ from convs2s_tf.training import (
     latest_checkpoint,
     token_losses,
 )
+from convs2s_tf.training.losses import (
+    TOKEN_BUCKET,
+    bucketed_token_count,
+    flat_token_losses,
+    fused_token_losses,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +48,39 @@ def test_token_losses_match_reference(rng):
     assert float(tokens) == 5.0
     assert float(nll_sum) == pytest.approx(nll[mask].sum(), rel=1e-5)
     assert float(loss_sum) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_token_losses_match_flat_token_losses(rng, dtype):
+    """The XLA loss (bias added inside, padding rows weighed 0) and its gradients equal
+    the graph-mode loss of `logits + bias`."""
+    rows, vocab = 70, 53
+    logits = tf.cast(rng.normal(size=[rows, vocab]).astype("float32") * 3, dtype)
+    bias = tf.constant(rng.normal(size=[vocab]).astype("float32"))
+    targets = tf.constant(rng.integers(0, vocab, size=[rows]).astype("int32"))
+    real = 61  # rows 61..69 are bucket padding
+    weights = tf.sequence_mask(real, rows, tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([logits, bias])
+        loss_sum, nll_sum = fused_token_losses(logits, bias, targets, weights, 0.1)
+        full = tf.cast(logits, tf.float32) + bias
+        expected_loss, expected_nll, _ = flat_token_losses(full[:real], targets[:real], 0.1)
+    tolerance = 1e-5 if dtype == "float32" else 1e-4
+    assert float(loss_sum) == pytest.approx(float(expected_loss), rel=tolerance)
+    assert float(nll_sum) == pytest.approx(float(expected_nll), rel=tolerance)
+    logits_gradient, bias_gradient = tape.gradient(loss_sum, [logits, bias])
+    expected_logits_gradient, expected_bias_gradient = tape.gradient(expected_loss, [logits, bias])
+    assert logits_gradient.dtype == logits.dtype
+    np.testing.assert_allclose(
+        tf.cast(logits_gradient, tf.float32),
+        tf.cast(expected_logits_gradient, tf.float32),
+        atol=1e-6 if dtype == "float32" else 4e-3,
+    )
+    np.testing.assert_array_equal(logits_gradient[real:], 0)  # padding rows: no gradient
+    np.testing.assert_allclose(bias_gradient, expected_bias_gradient, atol=1e-5)
+    assert bucketed_token_count(tf.constant(0)) == 0
+    assert bucketed_token_count(tf.constant(1)) == TOKEN_BUCKET
+    assert bucketed_token_count(tf.constant(TOKEN_BUCKET + 1)) == 2 * TOKEN_BUCKET
 
 
 def test_mirrored_update_equals_single_device():
@@ -238,3 +277,25 @@ def test_wall_clock_limit_stops_before_an_epoch_would_overrun():
     # After 340 s another 170 s epoch still fits (510 <= 600); after 510 s it would not.
     assert checks == [False, False, True]
     assert not WallClockLimit(0, clock=lambda: now[0]).expired()
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_fused_sgd_matches_keras_sgd(rng, nesterov):
+    import keras
+
+    from convs2s_tf.training.fused_sgd import FusedSGD
+
+    initial = [rng.normal(size=[3, 4]).astype("float32"), rng.normal(size=[5]).astype("float32")]
+    reference = [keras.Variable(v) for v in initial]
+    fused = [keras.Variable(v) for v in initial]
+    reference_optimizer = keras.optimizers.SGD(0.25, momentum=0.99, nesterov=nesterov)
+    fused_optimizer = FusedSGD(learning_rate=0.25, momentum=0.99, nesterov=nesterov)
+    for _ in range(4):
+        gradients = [tf.constant(rng.normal(size=v.shape).astype("float32")) for v in initial]
+        reference_optimizer.apply(gradients, reference)
+        fused_optimizer.apply(gradients, fused)
+    for expected, actual in zip(
+        reference + reference_optimizer.variables, fused + fused_optimizer.variables
+    ):
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
+    assert abs(fused[0].numpy() - initial[0]).max() > 1e-2  # the variables did move

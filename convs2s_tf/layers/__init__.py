@@ -6,6 +6,7 @@ from convs2s_tf.layers.gradient_scale import GradientScale, scale_gradient
 from convs2s_tf.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from convs2s_tf.layers.multi_step_attention import MultiStepAttention
 from convs2s_tf.layers.padded_normal import PaddedNormal
+from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
 from convs2s_tf.layers.weight_norm_conv1d import WeightNormConv1D
 from convs2s_tf.layers.weight_norm_dense import WeightNormDense
 
@@ -15,6 +16,7 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "MultiStepAttention",
     "PaddedNormal",
+    "RandomBitsDropout",
     "WeightNormConv1D",
     "WeightNormDense",
     "fold_kernels",

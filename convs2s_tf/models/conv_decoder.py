@@ -5,7 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import GLU, MultiStepAttention, WeightNormDense
+from convs2s_tf.layers import GLU, MultiStepAttention, RandomBitsDropout, WeightNormDense
 from convs2s_tf.models.conv_blocks import block_layers, build_blocks, embed, embedding_layers
 from convs2s_tf.models.layer_spec import (
     format_layer_spec,
@@ -91,7 +91,7 @@ class ConvDecoder(keras.layers.Layer):
         self.token_embedding, self.position_embedding = embedding_layers(
             self.vocab_size, self.embed_dim, self.max_positions, self.use_positions, self.pad_id
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.dropout_layer = RandomBitsDropout(self.dropout)
         first_channels = self.layer_spec[0].channels
         self.input_projection = WeightNormDense(
             first_channels, stddev=math.sqrt(keep / self.embed_dim), name="input_projection"
@@ -229,6 +229,25 @@ class ConvDecoder(keras.layers.Layer):
             )
         # Softmax, loss and search run in float32 whatever the compute dtype.
         return tf.cast(logits, tf.float32)
+
+    def unbiased_output_logits(self, features):
+        """`output_logits` of `[tokens, out_embed_dim]` features without the output bias.
+
+        Returns `(logits, bias)`: the product in the compute dtype and the float32 bias
+        still to be added, for a loss that adds it in the same pass as its own work
+        (`convs2s_tf.training.losses.fused_token_losses`).
+        """
+        if self.output_projection is not None:
+            kernel = tf.cast(self.output_projection.kernel, self.compute_dtype)
+            logits = tf.matmul(features, kernel)
+            bias = self.output_projection.bias
+        else:
+            table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
+            logits = tf.matmul(features, table, transpose_b=True)
+            bias = self.output_bias
+        if bias is None:
+            return logits, tf.zeros([self.vocab_size], tf.float32)
+        return logits, tf.cast(bias, tf.float32)
 
     def _embed(self, tokens, training, step=None):
         return embed(

@@ -5,7 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import GLU, GradientScale, WeightNormDense
+from convs2s_tf.layers import GLU, GradientScale, RandomBitsDropout, WeightNormDense
 from convs2s_tf.models.conv_blocks import block_layers, build_blocks, embed, embedding_layers
 from convs2s_tf.models.encoder_output import EncoderOutput
 from convs2s_tf.models.layer_spec import format_layer_spec, normalise_layer_spec
@@ -70,7 +70,7 @@ class ConvEncoder(keras.layers.Layer):
         self.token_embedding, self.position_embedding = embedding_layers(
             self.vocab_size, self.embed_dim, self.max_positions, self.use_positions, self.pad_id
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.dropout_layer = RandomBitsDropout(self.dropout)
         first_channels = self.layer_spec[0].channels
         self.input_projection = WeightNormDense(
             first_channels, stddev=math.sqrt(keep / self.embed_dim), name="input_projection"

