@@ -152,12 +152,13 @@ class Trainer:
 
     def _apply(self, gradients, sums):
         tokens = tf.maximum(sums[2], 1.0)
-        gradients = [g / tokens for g in gradients]
-        gradient_norm = tf.linalg.global_norm(gradients)
+        # The per-token mean and the clipping to `clip_norm` in one scale (one pass over
+        # each gradient): `g / tokens * min(1, clip_norm / ||g / tokens||)`.
+        gradient_norm = tf.linalg.global_norm(gradients) / tokens
+        scale = 1.0 / tokens
         if self.config.clip_norm:
-            gradients, _ = tf.clip_by_global_norm(
-                gradients, self.config.clip_norm, use_norm=gradient_norm
-            )
+            scale *= tf.minimum(1.0, self.config.clip_norm / gradient_norm)
+        gradients = [g * scale for g in gradients]
         finite = tf.math.is_finite(sums[0]) & tf.math.is_finite(gradient_norm)
 
         def apply():
