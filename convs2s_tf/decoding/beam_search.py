@@ -181,6 +181,24 @@ def beam_search(
         )
 
 
+_Selection = collections.namedtuple(
+    "_Selection",
+    [
+        "alive_scores",
+        "alive_beams",
+        "next_tokens",
+        "finished_count",
+        "slot_filled",
+        "finish_beams",
+        "finish_scores",
+    ],
+)
+_Selection.__doc__ = """What one search step decides, in fixed shapes (`[active, k]` each but
+`finished_count`, `[active]`): the continuing hypotheses (scores, the beam each extends,
+its new token), and for each finished-hypothesis slot whether this step fills it, from
+which beam and with what normalised score (its last token is `</s>`)."""
+
+
 def _beam_search(
     model,
     source,
@@ -212,23 +230,6 @@ def _beam_search(
 
     encoder_output = model.encode(source, training=False)
 
-    # Per active sentence (the batch shrinks as sentences finish): its index in the
-    # batch, maximum length, beam scores, tokens and attention, finished count.
-    sentence_ids = tf.range(batch_size)
-    # Only the first copy of each beam is alive at the first step.
-    alive_scores = tf.tile(
-        tf.concat([tf.zeros([1, 1]), tf.fill([1, k - 1], _NEG_INF)], axis=1), [batch_size, 1]
-    )
-    alive_tokens = tf.fill([batch_size, k, 0], EOS_ID)  # grows by one column per step
-    alive_attention = tf.zeros([batch_size, k, 0, attention_length])
-    finished_count = tf.zeros([batch_size], tf.int32)
-    incremental_state = decoder.initial_state(batch_size * k)
-    # Per sentence of the whole batch: its finished hypotheses.
-    finished_tokens = tf.fill([batch_size, k, 0], PAD_ID)
-    finished_scores = tf.fill([batch_size, k], _NEG_INF)
-    finished_lengths = tf.zeros([batch_size, k], tf.int32)
-    finished_attention = tf.zeros([batch_size, k, 0, attention_length])
-
     # Fixed adjustments of the special tokens' log-probabilities (ids 0..3), one for steps
     # where </s> is allowed and one for steps before min_length.
     special_ids = tf.range(max(PAD_ID, UNK_ID, EOS_ID) + 1)
@@ -240,32 +241,21 @@ def _beam_search(
     special_bias_no_eos = tf.where(tf.equal(special_ids, EOS_ID), _NEG_INF, special_bias)
     two_k = 2 * k
     per_row = min(two_k, vocab_size)
-    candidate_rank = tf.range(two_k)[None, :]
+    num_candidates = min(two_k, k * per_row)
+    candidate_rank = tf.range(num_candidates)[None, :]
 
-    def condition(
-        step,
-        sentence_ids,
-        encoder_output,
-        active_max_lengths,
-        incremental_state,
-        alive_scores,
-        alive_tokens,
-        alive_attention,
-        finished_count,
-        *finished,
-    ):
-        return tf.logical_and(step < max_steps, tf.reduce_any(finished_count < k))
-
-    def candidates(logits, step_bias, force_eos):
+    def candidates(logits, step, active_max_lengths):
         """Each hypothesis' `per_row` best next tokens and their log-probabilities.
 
         log-softmax without materialising it: candidates come from the adjusted logits
         and only they are normalised by the log-sum-exp.
         """
-        normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
-        top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
+        step_bias = tf.where(step < min_length, special_bias_no_eos, special_bias)
         # A hypothesis at its sentence's maximum length may only end: its one candidate
         # is </s>.
+        force_eos = step >= tf.repeat(active_max_lengths, k)
+        normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+        top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
         rows = tf.shape(logits)[0]
         eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
         forced_logits = tf.concat([eos_logit, tf.fill([rows, per_row - 1], _NEG_INF)], axis=1)
@@ -274,19 +264,86 @@ def _beam_search(
         top_ids = tf.where(force_eos[:, None], forced_ids, top_ids)
         return top_logits - normaliser, top_ids
 
-    def decoder_step(tokens, step, incremental_state, encoder_output, step_bias, force_eos):
-        logits, attention, incremental_state = decoder.step(
-            tokens, step, incremental_state, encoder_output, beam_size=k
+    def select(top_log_probs, top_ids, alive_scores, finished_count, step):
+        """The step's decisions (a `_Selection`) from each hypothesis' candidates."""
+        active = tf.shape(alive_scores)[0]
+        cumulative = tf.reshape(alive_scores, [-1, 1]) + top_log_probs
+        cumulative = tf.reshape(cumulative, [active, k * per_row])
+        candidate_scores, flat = tf.math.top_k(cumulative, k=num_candidates)
+        candidate_beams = flat // per_row
+        candidate_tokens = tf.gather(tf.reshape(top_ids, [active, k * per_row]), flat, batch_dims=1)
+        ended = tf.equal(candidate_tokens, EOS_ID)
+        valid = candidate_scores > _NEG_INF
+
+        # Finish </s> candidates ranked within the first k, first come first served:
+        # finished slot j of a sentence takes the accepted candidate numbered j.
+        finishing = ended & (candidate_rank < k) & valid
+        slot = finished_count[:, None] + tf.cumsum(tf.cast(finishing, tf.int32), axis=1) - 1
+        accepted = finishing & (slot < k)
+        slot_match = accepted[:, :, None] & tf.equal(slot[:, :, None], tf.range(k))
+        slot_filled = tf.reduce_any(slot_match, axis=1)
+        slot_source = tf.argmax(tf.cast(slot_match, tf.int32), axis=1, output_type=tf.int32)
+        length = tf.cast(step + 1, tf.float32)
+        normalised = candidate_scores / tf.pow(length, length_penalty)
+        finished_count = tf.minimum(
+            finished_count + tf.reduce_sum(tf.cast(finishing, tf.int32), axis=1), k
         )
-        top_log_probs, top_ids = candidates(logits, step_bias, force_eos)
-        return top_log_probs, top_ids, attention, incremental_state
+
+        # The first k candidates that do not end in </s> continue; one that does (too
+        # few others) stays dead.
+        dead = ended | ~valid
+        _, keep = tf.math.top_k(-tf.where(dead, candidate_rank + num_candidates, candidate_rank), k)
+        return _Selection(
+            alive_scores=tf.where(
+                tf.gather(dead, keep, batch_dims=1),
+                _NEG_INF,
+                tf.gather(candidate_scores, keep, batch_dims=1),
+            ),
+            alive_beams=tf.gather(candidate_beams, keep, batch_dims=1),
+            next_tokens=tf.gather(candidate_tokens, keep, batch_dims=1),
+            finished_count=finished_count,
+            slot_filled=slot_filled,
+            finish_beams=tf.gather(candidate_beams, slot_source, batch_dims=1),
+            finish_scores=tf.gather(normalised, slot_source, batch_dims=1),
+        )
+
+    def reorder(incremental_state, beams, rows):
+        """Caches of the hypotheses extended next: beam `beams[i, j]` of sentence
+        `rows[i]` (one gather per block both reorders and drops finished sentences)."""
+        flat_beams = tf.reshape(beams + rows[:, None] * k, [-1])
+        return tf.nest.map_structure(lambda w: tf.gather(w, flat_beams), incremental_state)
+
+    def search_step(
+        previous,
+        step,
+        incremental_state,
+        encoder_output,
+        active_max_lengths,
+        alive_scores,
+        finished_count,
+    ):
+        """Decoder step, candidates and selection: everything of fixed shape in a step.
+
+        With `jit_compile_step` it is one XLA computation (and reorders the caches
+        itself, the batch never shrinking); the growing token history stays outside.
+        """
+        logits, attention, incremental_state = decoder.step(
+            previous, step, incremental_state, encoder_output, beam_size=k
+        )
+        top_log_probs, top_ids = candidates(logits, step, active_max_lengths)
+        selection = select(top_log_probs, top_ids, alive_scores, finished_count, step)
+        if not drop_finished:
+            rows = tf.range(tf.shape(alive_scores)[0])
+            incremental_state = reorder(incremental_state, selection.alive_beams, rows)
+        return selection, attention, incremental_state
 
     if jit_compile_step:
         # Only tensors of fixed shape within a search go in, so it compiles once.
-        decoder_step = tf.function(decoder_step, jit_compile=True)
+        search_step = tf.function(search_step, jit_compile=True)
 
-    def recompute_step(history, encoder_output):
+    def recompute_step(alive_tokens, encoder_output):
         # Baseline without caches: the full parallel pass over the prefix, last position.
+        history = tf.reshape(alive_tokens, [-1, tf.shape(alive_tokens)[2]])
         num_hypotheses = tf.shape(history)[0]
         decoder_input = tf.concat([tf.fill([num_hypotheses, 1], EOS_ID), history], axis=1)
         repeated = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), encoder_output)
@@ -295,12 +352,25 @@ def _beam_search(
             attention = tf.zeros([num_hypotheses, 1, attention_length])
         return logits[:, -1], attention[:, -1]
 
+    def update_finished(store, rows, filled, new):
+        """`store[rows] = where(filled, new, store[rows])` for `[batch, k, ...]` stores."""
+        filled = tf.reshape(filled, tf.concat([tf.shape(filled), [1] * (new.shape.rank - 2)], 0))
+        if not drop_finished:  # rows is the whole batch, in order
+            return tf.where(filled, new, store)
+        current = tf.gather(store, rows)
+        return tf.tensor_scatter_nd_update(store, rows[:, None], tf.where(filled, new, current))
+
+    def condition(step, *loop_state):
+        finished_count = loop_state[8]  # see loop_vars
+        return tf.logical_and(step < max_steps, tf.reduce_any(finished_count < k))
+
     def body(
         step,
         sentence_ids,
         encoder_output,
         active_max_lengths,
         incremental_state,
+        previous,
         alive_scores,
         alive_tokens,
         alive_attention,
@@ -311,102 +381,92 @@ def _beam_search(
         finished_attention,
     ):
         active = tf.shape(sentence_ids)[0]
-        num_hypotheses = active * k
-        previous = tf.cond(
-            step > 0,
-            lambda: tf.reshape(alive_tokens[:, :, -1], [-1]),
-            lambda: tf.fill([num_hypotheses], EOS_ID),
-        )
-        step_bias = tf.cond(step < min_length, lambda: special_bias_no_eos, lambda: special_bias)
-        force_eos = step >= tf.repeat(active_max_lengths, k)
         if incremental:
-            top_log_probs, top_ids, attention, incremental_state = decoder_step(
-                previous, step, incremental_state, encoder_output, step_bias, force_eos
+            selection, attention, incremental_state = search_step(
+                previous,
+                step,
+                incremental_state,
+                encoder_output,
+                active_max_lengths,
+                alive_scores,
+                finished_count,
             )
         else:
-            history = tf.reshape(alive_tokens, [num_hypotheses, -1])
-            logits, attention = recompute_step(history, encoder_output)
-            top_log_probs, top_ids = candidates(logits, step_bias, force_eos)
+            logits, attention = recompute_step(alive_tokens, encoder_output)
+            top_log_probs, top_ids = candidates(logits, step, active_max_lengths)
+            selection = select(top_log_probs, top_ids, alive_scores, finished_count, step)
 
-        cumulative = tf.reshape(alive_scores, [-1, 1]) + top_log_probs
-        cumulative = tf.reshape(cumulative, [active, k * per_row])
-        candidate_scores, flat = tf.math.top_k(cumulative, k=min(two_k, k * per_row))
-        num_candidates = candidate_scores.shape[-1]
-        candidate_beams = flat // per_row
-        candidate_tokens = tf.gather(tf.reshape(top_ids, [active, k * per_row]), flat, batch_dims=1)
-        candidate_is_eos = tf.equal(candidate_tokens, EOS_ID)
-        rank = candidate_rank[:, :num_candidates]
-        valid = candidate_scores > _NEG_INF
-
-        # Finish </s> candidates ranked within the first k, first come first served.
-        finishing = candidate_is_eos & (rank < k) & valid
-        slot = finished_count[:, None] + tf.cumsum(tf.cast(finishing, tf.int32), axis=1) - 1
-        accepted = finishing & (slot < k)
-        length = step + 1
-        normalised = candidate_scores / tf.pow(tf.cast(length, tf.float32), length_penalty)
-        sentence_index = tf.broadcast_to(sentence_ids[:, None], tf.shape(slot))
-        scatter_index = tf.stack([sentence_index, slot], axis=-1)
-        accepted_index = tf.boolean_mask(scatter_index, accepted)
-
-        candidate_history = tf.gather(alive_tokens, candidate_beams, batch_dims=1)
-        candidate_sequences = tf.concat([candidate_history, candidate_tokens[:, :, None]], 2)
-        finished_tokens = tf.concat([finished_tokens, tf.fill([batch_size, k, 1], PAD_ID)], axis=2)
-        finished_tokens = tf.tensor_scatter_nd_update(
-            finished_tokens, accepted_index, tf.boolean_mask(candidate_sequences, accepted)
+        # The growing histories: finished hypotheses into their slots, then the
+        # continuing ones extended by their new tokens.
+        filled = selection.slot_filled
+        eos_column = tf.fill([active, k, 1], EOS_ID)
+        finished_tokens = tf.pad(finished_tokens, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
+        finished_tokens = update_finished(
+            finished_tokens,
+            sentence_ids,
+            filled,
+            tf.concat(
+                [tf.gather(alive_tokens, selection.finish_beams, batch_dims=1), eos_column], 2
+            ),
         )
-        finished_scores = tf.tensor_scatter_nd_update(
-            finished_scores, accepted_index, tf.boolean_mask(normalised, accepted)
+        finished_scores = update_finished(
+            finished_scores, sentence_ids, filled, selection.finish_scores
         )
-        finished_lengths = tf.tensor_scatter_nd_update(
-            finished_lengths,
-            accepted_index,
-            tf.fill(tf.shape(accepted_index)[:1], length),
+        finished_lengths = update_finished(
+            finished_lengths, sentence_ids, filled, tf.fill([active, k], step + 1)
         )
-        finished_count = tf.minimum(
-            finished_count + tf.reduce_sum(tf.cast(finishing, tf.int32), axis=1), k
+        alive_tokens = tf.concat(
+            [
+                tf.gather(alive_tokens, selection.alive_beams, batch_dims=1),
+                selection.next_tokens[:, :, None],
+            ],
+            axis=2,
         )
-
         if return_attention:
             step_attention = tf.reshape(attention, [active, k, 1, -1])
-            candidate_attention = tf.concat(
-                [
-                    tf.gather(alive_attention, candidate_beams, batch_dims=1),
-                    tf.gather(step_attention, candidate_beams, batch_dims=1),
-                ],
-                axis=2,
-            )
-            finished_attention = tf.concat(
-                [finished_attention, tf.zeros([batch_size, k, 1, attention_length])], axis=2
-            )
-            finished_attention = tf.tensor_scatter_nd_update(
-                finished_attention,
-                accepted_index,
-                tf.boolean_mask(candidate_attention, accepted),
-            )
 
-        # The first k candidates that do not end in </s> continue.
-        order_key = tf.where(candidate_is_eos | ~valid, rank + num_candidates, rank)
-        _, keep = tf.math.top_k(-order_key, k=k)
-        # A continuing candidate that is in fact </s> (too few others) must stay dead.
-        kept_dead = tf.gather(candidate_is_eos | ~valid, keep, batch_dims=1)
-        alive_scores = tf.where(
-            kept_dead, _NEG_INF, tf.gather(candidate_scores, keep, batch_dims=1)
-        )
-        alive_beams = tf.gather(candidate_beams, keep, batch_dims=1)
-        alive_tokens = tf.gather(candidate_sequences, keep, batch_dims=1)
-        if return_attention:
-            alive_attention = tf.gather(candidate_attention, keep, batch_dims=1)
+            def extended_attention(beams):
+                return tf.concat(
+                    [
+                        tf.gather(alive_attention, beams, batch_dims=1),
+                        tf.gather(step_attention, beams, batch_dims=1),
+                    ],
+                    axis=2,
+                )
 
-        # Sentences with k finished hypotheses leave the batch.
+            finished_attention = tf.pad(finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
+            finished_attention = update_finished(
+                finished_attention, sentence_ids, filled, extended_attention(selection.finish_beams)
+            )
+            alive_attention = extended_attention(selection.alive_beams)
+
+        alive_scores = selection.alive_scores
+        finished_count = selection.finished_count
+        next_tokens = selection.next_tokens
         if drop_finished:
-            remaining = tf.reshape(tf.where(finished_count < k), [-1])
-            remaining = tf.cast(remaining, tf.int32)
+            # Sentences with k finished hypotheses leave the batch.
+            remaining = tf.cast(tf.reshape(tf.where(finished_count < k), [-1]), tf.int32)
             shrink = tf.size(remaining) < active
-            sentence_ids, active_max_lengths, alive_scores, alive_beams, alive_tokens = (
+            (
+                sentence_ids,
+                active_max_lengths,
+                alive_scores,
+                alive_tokens,
+                finished_count,
+                next_tokens,
+                alive_beams,
+            ) = (
                 tf.gather(t, remaining)
-                for t in (sentence_ids, active_max_lengths, alive_scores, alive_beams, alive_tokens)
+                for t in (
+                    sentence_ids,
+                    active_max_lengths,
+                    alive_scores,
+                    alive_tokens,
+                    finished_count,
+                    next_tokens,
+                    selection.alive_beams,
+                )
             )
-            finished_count = tf.gather(finished_count, remaining)
             if return_attention:
                 alive_attention = tf.gather(alive_attention, remaining)
             encoder_output = tf.cond(
@@ -414,19 +474,14 @@ def _beam_search(
                 lambda: tf.nest.map_structure(lambda t: tf.gather(t, remaining), encoder_output),
                 lambda: encoder_output,
             )
-        else:
-            remaining = tf.range(active)
-        # One gather both reorders the cached windows by beam and drops finished rows.
-        flat_beams = tf.reshape(alive_beams + remaining[:, None] * k, [-1])
-        incremental_state = tf.nest.map_structure(
-            lambda window: tf.gather(window, flat_beams), incremental_state
-        )
+            incremental_state = reorder(incremental_state, alive_beams, remaining)
         return (
             step + 1,
             sentence_ids,
             encoder_output,
             active_max_lengths,
             incremental_state,
+            tf.reshape(next_tokens, [-1]),
             alive_scores,
             alive_tokens,
             alive_attention,
@@ -440,20 +495,30 @@ def _beam_search(
     def batch_major(tensor):
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
+    # Per active sentence (the batch shrinks as sentences finish): its index in the
+    # batch, maximum length, caches, the hypotheses' last tokens (`</s>` first), beam
+    # scores (only the first copy of each beam is alive at the first step), tokens and
+    # attention, and finished count; per sentence of the whole batch its finished
+    # hypotheses.
+    incremental_state = decoder.initial_state(batch_size * k)
+    alive_scores = tf.tile(
+        tf.concat([tf.zeros([1, 1]), tf.fill([1, k - 1], _NEG_INF)], axis=1), [batch_size, 1]
+    )
     loop_vars = (
         tf.constant(0),
-        sentence_ids,
+        tf.range(batch_size),
         encoder_output,
         max_lengths,
         incremental_state,
+        tf.fill([batch_size * k], EOS_ID),
         alive_scores,
-        alive_tokens,
-        alive_attention,
-        finished_count,
-        finished_tokens,
-        finished_scores,
-        finished_lengths,
-        finished_attention,
+        tf.fill([batch_size, k, 0], EOS_ID),
+        tf.zeros([batch_size, k, 0, attention_length]),
+        tf.zeros([batch_size], tf.int32),
+        tf.fill([batch_size, k, 0], PAD_ID),
+        tf.fill([batch_size, k], _NEG_INF),
+        tf.zeros([batch_size, k], tf.int32),
+        tf.zeros([batch_size, k, 0, attention_length]),
     )
     hypotheses = tf.TensorShape([None, k])
     shape_invariants = (
@@ -462,6 +527,7 @@ def _beam_search(
         tf.nest.map_structure(batch_major, encoder_output),
         tf.TensorShape([None]),
         tf.nest.map_structure(batch_major, incremental_state),
+        tf.TensorShape([None]),
         hypotheses,
         tf.TensorShape([None, k, None]),
         tf.TensorShape([None, k, None, None]),
