@@ -360,15 +360,26 @@ def _beam_search(
         current = tf.gather(store, rows)
         return tf.tensor_scatter_nd_update(store, rows[:, None], tf.where(filled, new, current))
 
-    def condition(step, *loop_state):
-        finished_count = loop_state[8]  # see loop_vars
+    def condition(
+        step,
+        active_batch,
+        incremental_state,
+        previous,
+        alive_scores,
+        alive_tokens,
+        alive_attention,
+        finished_count,
+        *finished,
+    ):
         return tf.logical_and(step < max_steps, tf.reduce_any(finished_count < k))
+
+    # Sentence index, encoder output and maximum length of each sentence being searched:
+    # loop variables when finished sentences leave the batch, else loop constants.
+    whole_batch = (tf.range(batch_size), encoder_output, max_lengths)
 
     def body(
         step,
-        sentence_ids,
-        encoder_output,
-        active_max_lengths,
+        active_batch,
         incremental_state,
         previous,
         alive_scores,
@@ -380,6 +391,7 @@ def _beam_search(
         finished_lengths,
         finished_attention,
     ):
+        sentence_ids, encoder_output, active_max_lengths = active_batch or whole_batch
         active = tf.shape(sentence_ids)[0]
         if incremental:
             selection, attention, incremental_state = search_step(
@@ -475,11 +487,10 @@ def _beam_search(
                 lambda: encoder_output,
             )
             incremental_state = reorder(incremental_state, alive_beams, remaining)
+            active_batch = (sentence_ids, encoder_output, active_max_lengths)
         return (
             step + 1,
-            sentence_ids,
-            encoder_output,
-            active_max_lengths,
+            active_batch,
             incremental_state,
             tf.reshape(next_tokens, [-1]),
             alive_scores,
@@ -506,9 +517,7 @@ def _beam_search(
     )
     loop_vars = (
         tf.constant(0),
-        tf.range(batch_size),
-        encoder_output,
-        max_lengths,
+        whole_batch if drop_finished else (),
         incremental_state,
         tf.fill([batch_size * k], EOS_ID),
         alive_scores,
@@ -523,9 +532,7 @@ def _beam_search(
     hypotheses = tf.TensorShape([None, k])
     shape_invariants = (
         tf.TensorShape([]),
-        tf.TensorShape([None]),
-        tf.nest.map_structure(batch_major, encoder_output),
-        tf.TensorShape([None]),
+        tf.nest.map_structure(batch_major, whole_batch) if drop_finished else (),
         tf.nest.map_structure(batch_major, incremental_state),
         tf.TensorShape([None]),
         hypotheses,
