@@ -35,7 +35,7 @@ flags.DEFINE_integer(
 flags.DEFINE_list("variants", _VARIANTS, f"Checkpoint variants, of {_VARIANTS}.")
 flags.DEFINE_list(
     "saved_model_variants",
-    ["float32", "bfloat16", "bfloat16_xla"],
+    ["float32", "float32_xla", "bfloat16", "bfloat16_xla"],
     "Variants exported and measured as SavedModels (empty: none).",
 )
 FLAGS = flags.FLAGS

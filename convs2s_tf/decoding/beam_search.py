@@ -181,6 +181,26 @@ def beam_search(
         )
 
 
+def best_hypothesis_function(model, beam_size, max_len_a=1.2, max_len_b=10):
+    """A `tf.function` from `[batch, source]` ids to the best hypothesis of each sentence.
+
+    One trace serves every batch and source shape (validation and test translation).
+
+    Returns:
+        `search(source) -> (tokens, lengths)`, `[batch, time]` int32 ending in `</s>`
+        then `<pad>`, and `[batch]` int32.
+    """
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def search(source):
+        output = beam_search(
+            model, source, beam_size=beam_size, max_len_a=max_len_a, max_len_b=max_len_b
+        )
+        return output.tokens[:, 0], output.lengths[:, 0]
+
+    return search
+
+
 _Selection = collections.namedtuple(
     "_Selection",
     [

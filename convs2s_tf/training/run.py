@@ -10,7 +10,7 @@ from absl import logging
 from convs2s_tf.data.pipeline import TrainingDatasetFn, make_eval_dataset
 from convs2s_tf.data.prepare import PreparedData
 from convs2s_tf.data.tokenizer import Tokenizer
-from convs2s_tf.decoding import beam_search
+from convs2s_tf.decoding import best_hypothesis_function
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.models import ConvS2S
 from convs2s_tf.training.checkpoints import latest_checkpoint, restore_checkpoint
@@ -41,17 +41,10 @@ class WallClockLimit:
 def translate_split(model, tokenizer, dataset, beam_size, max_len_a=1.2, max_len_b=10):
     """Translates an evaluation dataset; returns (sources, hypotheses, references) in
     corpus order."""
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def search(source):
-        output = beam_search(
-            model, source, beam_size=beam_size, max_len_a=max_len_a, max_len_b=max_len_b
-        )
-        return output.tokens[:, 0]
-
+    search = best_hypothesis_function(model, beam_size, max_len_a, max_len_b)
     rows = []
     for batch in dataset:
-        hypotheses = tokenizer.decode(search(batch["source"])).numpy()
+        hypotheses = tokenizer.decode(search(batch["source"])[0]).numpy()
         rows += zip(
             batch["index"].numpy(),
             batch["source_text"].numpy(),

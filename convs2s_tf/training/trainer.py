@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.decoding import beam_search
+from convs2s_tf.decoding import best_hypothesis_function
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.training.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
 from convs2s_tf.training.fused_sgd import FusedSGD
@@ -434,20 +434,7 @@ class Trainer:
 
     def _search_fn(self):
         if self._search is None:
-            config = self.config
-
-            @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-            def search(source):
-                output = beam_search(
-                    self.model,
-                    source,
-                    beam_size=config.valid_beam_size,
-                    max_len_a=1.2,
-                    max_len_b=10,
-                )
-                return output.tokens[:, 0], output.lengths[:, 0]
-
-            self._search = search
+            self._search = best_hypothesis_function(self.model, self.config.valid_beam_size)
         return self._search
 
     def validate(self, valid_dataset):
