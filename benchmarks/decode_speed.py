@@ -6,7 +6,8 @@
 
 For every variant (compute dtype, decoder step XLA-compiled or not), from the
 checkpoint (in-process `TranslationModule`, the same functions an export holds):
-sentences/s for greedy and beam 5 at --batch_size, ms per sentence at batch 1 (beam 5),
+sentences/s for greedy and beam 5 at --batch_size, ms per sentence at batch 1 (beam 5,
+mean over the whole set),
 and the beam-5 BLEU, so a faster variant's quality is in sight. Once, at beam 5: the
 incremental search against one that recomputes the whole prefix every step. Then the
 same through exported SavedModels (`serving_default`): one per --saved_model_variants,
@@ -28,7 +29,9 @@ _VARIANTS = ["float32", "float32_xla", "bfloat16", "bfloat16_xla"]
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_string("saved_model", None, "Also measure this SavedModel (base or version dir).")
 flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.")
-flags.DEFINE_integer("latency_sentences", 100, "Sentences timed one at a time.")
+flags.DEFINE_integer(
+    "latency_sentences", 0, "Sentences timed one at a time (0: all of them, the mean over the set)."
+)
 flags.DEFINE_integer(
     "recompute_sentences", 0, "Sentences for the recompute comparison (0: all of them)."
 )
@@ -121,7 +124,7 @@ def main(argv):
                 results[f"{variant}_bleu_beam5"] = round(bleu, 2)
                 line += f", BLEU {bleu:.2f}"
             print(line, flush=True)
-        latency = _latency_ms(text_translate(module), sentences[: FLAGS.latency_sentences])
+        latency = _latency_ms(text_translate(module), sentences[: FLAGS.latency_sentences or None])
         results[f"{variant}_latency_ms_batch1"] = round(latency, 2)
         print(f"checkpoint {variant} beam5 batch 1: {latency:.2f} ms/sentence", flush=True)
 
@@ -154,7 +157,7 @@ def main(argv):
             return [text for ((text, _),) in translator.translate(batch)]
 
         rate, translations = _throughput(translate, sentences, FLAGS.batch_size, warm_up_all=True)
-        latency = _latency_ms(translate, sentences[: FLAGS.latency_sentences])
+        latency = _latency_ms(translate, sentences[: FLAGS.latency_sentences or None])
         bleu = corpus_scores(translations, references)["bleu"]
         results[f"saved_model_{name}_sentences_per_sec_beam{translator.beam_size}"] = round(rate, 1)
         results[f"saved_model_{name}_latency_ms_batch1"] = round(latency, 2)

@@ -108,15 +108,21 @@ def top_k_with_special_bias(logits, special_bias, k, chunk=None):
     return values, ids
 
 
+def _round_up(length, multiple):
+    return (length + multiple - 1) // multiple * multiple
+
+
 def _pad_columns(tensor, multiple, value):
     """Right-pads `[batch, length]` to a multiple of `multiple` columns."""
     length = tf.shape(tensor)[1]
-    padded = (length + multiple - 1) // multiple * multiple
-    return tf.pad(tensor, [[0, 0], [0, padded - length]], constant_values=value)
+    return tf.pad(
+        tensor, [[0, 0], [0, _round_up(length, multiple) - length]], constant_values=value
+    )
 
 
-# With the decoder step XLA-compiled, sources are padded to a multiple of this many
-# tokens so that a handful of compiled shapes serve all lengths (padding is masked).
+# With the decoder step XLA-compiled, sources (and token histories) are padded to a
+# multiple of this many tokens so that a handful of compiled shapes serve all lengths
+# (padding is masked).
 XLA_SOURCE_MULTIPLE = 16
 
 
@@ -242,10 +248,13 @@ def _beam_search(
     limit = decoder.max_length - 1
     max_lengths = max_output_lengths(source, max_len_a, max_len_b, limit, decoder.pad_id)
     max_steps = tf.reduce_max(max_lengths) + 1
+    # Token histories are buffers of a fixed width (step t writes column t).
+    history_width = max_steps
     # Dropping finished sentences changes the step's shapes; a compiled step keeps them.
     drop_finished = not jit_compile_step
     if jit_compile_step:
         source = _pad_columns(source, XLA_SOURCE_MULTIPLE, decoder.pad_id)
+        history_width = _round_up(max_steps, XLA_SOURCE_MULTIPLE)
     attention_length = tf.shape(source)[1]
 
     encoder_output = model.encode(source, training=False)
@@ -333,6 +342,32 @@ def _beam_search(
         flat_beams = tf.reshape(beams + rows[:, None] * k, [-1])
         return tf.nest.map_structure(lambda w: tf.gather(w, flat_beams), incremental_state)
 
+    def record(selection, step, alive_tokens, finished):
+        """The token histories after a step, in their fixed-width buffers.
+
+        `alive_tokens` is `[active, k, width]` (tokens up to column `step - 1`) and
+        `finished` the `(tokens, scores, lengths)` of the active sentences' finished
+        hypotheses; filled slots get their beam's history and `</s>` at column `step`,
+        continuing hypotheses theirs and their new token. Columns after a
+        hypothesis' last token hold `<pad>`.
+        """
+        finished_tokens, finished_scores, finished_lengths = finished
+        column = tf.range(tf.shape(alive_tokens)[2])[None, None, :]
+
+        def extend(beams, last_tokens):
+            history = tf.gather(alive_tokens, beams, batch_dims=1)
+            ending = tf.where(column == step, last_tokens[:, :, None], PAD_ID)
+            return tf.where(column < step, history, ending)
+
+        filled = selection.slot_filled
+        eos = tf.fill(tf.shape(filled), EOS_ID)
+        finished = (
+            tf.where(filled[:, :, None], extend(selection.finish_beams, eos), finished_tokens),
+            tf.where(filled, selection.finish_scores, finished_scores),
+            tf.where(filled, step + 1, finished_lengths),
+        )
+        return extend(selection.alive_beams, selection.next_tokens), finished
+
     def search_step(
         previous,
         step,
@@ -341,11 +376,14 @@ def _beam_search(
         active_max_lengths,
         alive_scores,
         finished_count,
+        alive_tokens,
+        finished,
     ):
-        """Decoder step, candidates and selection: everything of fixed shape in a step.
+        """Decoder step, candidates, selection and token histories: a whole step but
+        the attention histories, all in fixed shapes.
 
-        With `jit_compile_step` it is one XLA computation (and reorders the caches
-        itself, the batch never shrinking); the growing token history stays outside.
+        With `jit_compile_step` it is one XLA computation (which also reorders the
+        caches, the batch never shrinking), the graph around it only looping.
         """
         logits, attention, incremental_state = decoder.step(
             previous, step, incremental_state, encoder_output, beam_size=k
@@ -355,15 +393,16 @@ def _beam_search(
         if not drop_finished:
             rows = tf.range(tf.shape(alive_scores)[0])
             incremental_state = reorder(incremental_state, selection.alive_beams, rows)
-        return selection, attention, incremental_state
+        alive_tokens, finished = record(selection, step, alive_tokens, finished)
+        return selection, attention, incremental_state, alive_tokens, finished
 
     if jit_compile_step:
         # Only tensors of fixed shape within a search go in, so it compiles once.
         search_step = tf.function(search_step, jit_compile=True)
 
-    def recompute_step(alive_tokens, encoder_output):
+    def recompute_step(history, encoder_output):
         # Baseline without caches: the full parallel pass over the prefix, last position.
-        history = tf.reshape(alive_tokens, [-1, tf.shape(alive_tokens)[2]])
+        history = tf.reshape(history, [-1, tf.shape(history)[2]])
         num_hypotheses = tf.shape(history)[0]
         decoder_input = tf.concat([tf.fill([num_hypotheses, 1], EOS_ID), history], axis=1)
         repeated = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), encoder_output)
@@ -413,8 +452,15 @@ def _beam_search(
     ):
         sentence_ids, encoder_output, active_max_lengths = active_batch or whole_batch
         active = tf.shape(sentence_ids)[0]
+        finished_stores = (finished_tokens, finished_scores, finished_lengths)
+        # The finished hypotheses of the sentences being searched.
+        finished = (
+            tuple(tf.gather(t, sentence_ids) for t in finished_stores)
+            if drop_finished
+            else finished_stores
+        )
         if incremental:
-            selection, attention, incremental_state = search_step(
+            selection, attention, incremental_state, alive_tokens, finished = search_step(
                 previous,
                 step,
                 incremental_state,
@@ -422,39 +468,24 @@ def _beam_search(
                 active_max_lengths,
                 alive_scores,
                 finished_count,
+                alive_tokens,
+                finished,
             )
         else:
-            logits, attention = recompute_step(alive_tokens, encoder_output)
+            logits, attention = recompute_step(alive_tokens[:, :, :step], encoder_output)
             top_log_probs, top_ids = candidates(logits, step, active_max_lengths)
             selection = select(top_log_probs, top_ids, alive_scores, finished_count, step)
-
-        # The growing histories: finished hypotheses into their slots, then the
-        # continuing ones extended by their new tokens.
-        filled = selection.slot_filled
-        eos_column = tf.fill([active, k, 1], EOS_ID)
-        finished_tokens = tf.pad(finished_tokens, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
-        finished_tokens = update_finished(
-            finished_tokens,
-            sentence_ids,
-            filled,
-            tf.concat(
-                [tf.gather(alive_tokens, selection.finish_beams, batch_dims=1), eos_column], 2
-            ),
-        )
-        finished_scores = update_finished(
-            finished_scores, sentence_ids, filled, selection.finish_scores
-        )
-        finished_lengths = update_finished(
-            finished_lengths, sentence_ids, filled, tf.fill([active, k], step + 1)
-        )
-        alive_tokens = tf.concat(
-            [
-                tf.gather(alive_tokens, selection.alive_beams, batch_dims=1),
-                selection.next_tokens[:, :, None],
-            ],
-            axis=2,
+            alive_tokens, finished = record(selection, step, alive_tokens, finished)
+        finished_tokens, finished_scores, finished_lengths = (
+            tuple(
+                tf.tensor_scatter_nd_update(store, sentence_ids[:, None], rows)
+                for store, rows in zip(finished_stores, finished)
+            )
+            if drop_finished
+            else finished
         )
         if return_attention:
+            filled = selection.slot_filled
             step_attention = tf.reshape(attention, [active, k, 1, -1])
 
             def extended_attention(beams):
@@ -541,10 +572,10 @@ def _beam_search(
         incremental_state,
         tf.fill([batch_size * k], EOS_ID),
         alive_scores,
-        tf.fill([batch_size, k, 0], EOS_ID),
+        tf.fill([batch_size, k, history_width], PAD_ID),
         tf.zeros([batch_size, k, 0, attention_length]),
         tf.zeros([batch_size], tf.int32),
-        tf.fill([batch_size, k, 0], PAD_ID),
+        tf.fill([batch_size, k, history_width], PAD_ID),
         tf.fill([batch_size, k], _NEG_INF),
         tf.zeros([batch_size, k], tf.int32),
         tf.zeros([batch_size, k, 0, attention_length]),
