@@ -170,6 +170,23 @@ def test_nonfinite_loss_skips_update_then_stops(tmp_path):
     assert int(trainer.state.step.numpy()) == 3
 
 
+def test_xla_compiled_step_makes_the_same_update(tmp_path):
+    batches = list(dataset(seed=5, batches=2))
+    weights = {}
+    for jit in (False, True):
+        trainer = _trainer(tmp_path / str(jit), jit_compile=jit)
+        distributed = trainer.strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensors(batches[0])
+        )
+        trainer._build_steps(distributed.element_spec)
+        for batch in distributed:
+            result = trainer._train_step(batch)
+        assert bool(result["applied"])
+        weights[jit] = [w.numpy() for w in trainer.model.trainable_weights]
+    for plain, compiled in zip(weights[False], weights[True]):
+        np.testing.assert_allclose(compiled, plain, atol=1e-5)
+
+
 def test_update_freq_accumulates(tmp_path):
     trainer = _trainer(tmp_path, update_freq=3, max_epochs=1, save_every_steps=0)
     result = trainer.train(lambda epoch, context: dataset(seed=epoch, batches=7))

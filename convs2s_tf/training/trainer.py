@@ -126,24 +126,32 @@ class Trainer:
         features = self.model.decoder.features(
             batch["target_input"], encoder_output, training=training
         )
-        # gather_nd rather than boolean_mask: its gradient is one dense scatter, where
-        # boolean_mask's (a segment sum) cost 20 ms a step in bfloat16. The row count is
-        # rounded up to a bucket for the XLA-compiled loss (the extra rows repeat
-        # position (0, 0) and weigh 0).
-        positions = tf.where(tf.not_equal(batch["target"], self.model.decoder.pad_id))
-        num_tokens = tf.shape(positions)[0]
-        padding = bucketed_token_count(num_tokens) - num_tokens
-        positions = tf.pad(positions, [[0, padding], [0, 0]])
-        weights = tf.sequence_mask(num_tokens, num_tokens + padding, tf.float32)
-        logits, bias = self.model.decoder.unbiased_output_logits(tf.gather_nd(features, positions))
+        targets = batch["target"]
+        if self.config.jit_compile:
+            # An XLA-compiled step needs shapes known when it compiles: every position
+            # is scored and padding weighs 0.
+            rows = tf.reshape(features, [-1, features.shape[-1]])
+            targets = tf.reshape(targets, [-1])
+            weights = tf.cast(tf.not_equal(targets, self.model.decoder.pad_id), tf.float32)
+            num_tokens = tf.reduce_sum(weights)
+        else:
+            # gather_nd rather than boolean_mask: its gradient is one dense scatter, where
+            # boolean_mask's (a segment sum) cost 20 ms a step in bfloat16. The row count
+            # is rounded up to a bucket for the XLA-compiled loss (the extra rows repeat
+            # position (0, 0) and weigh 0).
+            positions = tf.where(tf.not_equal(targets, self.model.decoder.pad_id))
+            count = tf.shape(positions)[0]
+            padding = bucketed_token_count(count) - count
+            positions = tf.pad(positions, [[0, padding], [0, 0]])
+            weights = tf.sequence_mask(count, count + padding, tf.float32)
+            rows = tf.gather_nd(features, positions)
+            targets = tf.gather_nd(targets, positions)
+            num_tokens = tf.cast(count, tf.float32)
+        logits, bias = self.model.decoder.unbiased_output_logits(rows)
         loss_sum, nll_sum = fused_token_losses(
-            logits,
-            bias,
-            tf.gather_nd(batch["target"], positions),
-            weights,
-            self.config.label_smoothing,
+            logits, bias, targets, weights, self.config.label_smoothing
         )
-        return loss_sum, nll_sum, tf.cast(num_tokens, tf.float32)
+        return loss_sum, nll_sum, num_tokens
 
     def _reduced_gradients(self, batch):
         gradients, sums = self.strategy.run(self._replica_gradients, args=(batch,))
