@@ -82,13 +82,13 @@ def main(argv):
 
     from convs2s_tf.data.pipeline import make_eval_dataset  # noqa: F401 (registers ops)
     from convs2s_tf.data.prepare import PreparedData
-    from convs2s_tf.decoding import beam_search
+    from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
     from convs2s_tf.decoding.translator import Translator
     from convs2s_tf.evaluation import corpus_scores
     from convs2s_tf.export import TranslationModule, export_translator, latest_version_dir
     from convs2s_tf.training.loading import load_trained_model
 
-    search = dict(max_len_a=1.2, max_len_b=10)
+    search = SearchConfig(max_len_a=1.2, max_len_b=10)
     model, tokenizer, checkpoint, run_config = load_trained_model(FLAGS.model_dir)
     source_path, reference_path = PreparedData.load(run_config["data_dir"]).split_paths("test")
     with open(source_path, encoding="utf-8") as f:
@@ -112,7 +112,7 @@ def main(argv):
             models[dtype] = load_trained_model(FLAGS.model_dir, compute_dtype=dtype)[0]
         for beam, name in ((1, "greedy"), (5, "beam5")):
             module = TranslationModule(
-                models[dtype], tokenizer, beam_size=beam, jit_compile_step=xla, **search
+                models[dtype], tokenizer, search.replace(beam_size=beam, xla=xla)
             )
             rate, translations = _throughput(
                 text_translate(module), sentences, FLAGS.batch_size, warm_up_all=xla
@@ -129,13 +129,13 @@ def main(argv):
         print(f"checkpoint {variant} beam5 batch 1: {latency:.2f} ms/sentence", flush=True)
 
     subset = sentences[: FLAGS.recompute_sentences or None]
-    module = TranslationModule(model, tokenizer, beam_size=5, **search)
+    module = TranslationModule(model, tokenizer, search)
     incremental, _ = _throughput(text_translate(module), subset, FLAGS.batch_size)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def recompute(text):
         output = beam_search(
-            model, module.encode_text(text), beam_size=5, incremental=False, **search
+            model, module.encode_text(text), incremental=False, **search_kwargs(search)
         )
         return output.tokens
 
@@ -177,7 +177,7 @@ def main(argv):
                 models[dtype],
                 tokenizer,
                 os.path.join(export_root, variant),
-                dict(beam_size=5, jit_compile_step=xla, **search),
+                search.replace(xla=xla),
             )
             measure_saved_model(variant, version_dir)
     if FLAGS.saved_model:

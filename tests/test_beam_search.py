@@ -271,3 +271,49 @@ def test_bfloat16_search_scores_its_hypotheses_like_float32():
         exact = sequence_log_prob(model, SOURCE[row], target) / len(target)
         # bfloat16 keeps 8 bits of mantissa: scores agree to a few hundredths.
         assert abs(exact - scores[row, 0]) < 0.05
+
+
+def test_search_config_refuses_settings_that_cannot_work():
+    from convs2s_tf.decoding import SearchConfig
+
+    assert SearchConfig().validate() == SearchConfig()
+    cases = [
+        (dict(min_length=50, max_len_b=10), "--min_length=50 exceeds the maximum output"),
+        (dict(beam_size=0), "--beam_size must be >= 1"),
+        (dict(beam_size=5, nbest=6), "--nbest=6 must be between 1 and --beam_size=5"),
+        (dict(dtype="float16"), "dtype must be one of"),
+    ]
+    for changes, message in cases:
+        with pytest.raises(ValueError, match=message):
+            SearchConfig(**changes).validate()
+    with pytest.raises(ValueError, match="exceeds the model's longest output"):
+        SearchConfig(min_length=45, max_len_a=2.0).validate(model_max_length=40)
+
+
+def test_min_length_beyond_a_sentence_maximum_is_refused():
+    from convs2s_tf.decoding import MIN_LENGTH_ERROR
+
+    model = tiny_model(target_vocab_size=9, seed=9)
+    # Source lengths 4 and 2: maxima 4 and 2 with a = 1, b = 0; min_length 3 fits only one.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=MIN_LENGTH_ERROR):
+        beam_search(model, SOURCE, beam_size=2, min_length=3, max_len_a=1.0, max_len_b=0)
+    fits = beam_search(model, SOURCE[:1], beam_size=2, min_length=3, max_len_a=1.0, max_len_b=0)
+    assert int(fits.lengths[0, 0]) == 4 + 1
+
+
+def test_nan_log_probabilities_count_as_minus_infinity():
+    model = tiny_model(target_vocab_size=9, seed=9)
+    expected = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+    bias = model.decoder.output_projection.bias
+    original = bias.numpy()
+    # Make token 5 NaN at every step: no hypothesis may hold it, and scores stay finite.
+    bias.assign(np.where(np.arange(len(original)) == 5, np.nan, original))
+    try:
+        output = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+    finally:
+        bias.assign(original)
+    assert np.all(np.isfinite(output.scores.numpy()))
+    for row in range(2):
+        for rank in range(3):
+            assert 5 not in output.tokens[row, rank, : output.lengths[row, rank]].numpy()
+    assert np.any(expected.tokens.numpy() == 5)  # token 5 would have been chosen

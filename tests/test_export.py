@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
 
+from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.decoding.translator import Translator
 from convs2s_tf.training.loading import load_trained_model
 
@@ -21,6 +22,9 @@ TEXTS = [
     "Smiling 😀🎉 people",
     "Ελληνικά και 中文字符",
 ]
+
+# The search SEARCH_FLAGS ask for, for the in-process translators.
+SEARCH_CONFIG = SearchConfig(beam_size=3, max_len_a=1.2, max_len_b=5)
 
 
 def _run(arguments, stdin=None, timeout=600):
@@ -60,9 +64,7 @@ def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
     )
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
     model, tokenizer, _, _ = load_trained_model(str(tiny_run))
-    translator = Translator.from_checkpoint(
-        model, tokenizer, beam_size=3, max_len_a=1.2, max_len_b=5
-    )
+    translator = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG)
     expected = translator.translate(TEXTS)
     served = outputs["serving_default"]
     assert served["translation"] == [hypotheses[0][0] for hypotheses in expected]
@@ -108,9 +110,7 @@ def test_saved_model_cli_run_uses_the_session_loader(exported):
 
 def test_bad_input_does_not_change_other_translations(tiny_run):
     model, tokenizer, _, _ = load_trained_model(str(tiny_run))
-    translator = Translator.from_checkpoint(
-        model, tokenizer, beam_size=3, max_len_a=1.2, max_len_b=5
-    )
+    translator = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG)
     mixed = translator.translate(TEXTS)
     assert len(mixed) == len(TEXTS)
     for index in (0, 1, 6):
@@ -137,7 +137,7 @@ def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
     )
     model, tokenizer, _, _ = load_trained_model(str(tiny_run), compute_dtype="bfloat16")
     in_process = Translator.from_checkpoint(
-        model, tokenizer, beam_size=3, max_len_a=1.2, max_len_b=5, jit_compile_step=True
+        model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16", xla=True)
     )
     served = Translator.from_saved_model(str(export_dir / "1"))
     assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)

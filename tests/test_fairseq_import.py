@@ -39,7 +39,7 @@ import tensorflow as tf  # noqa: E402
 from conftest import run_python  # noqa: E402
 from helpers import fairseq_models  # noqa: E402
 
-from convs2s_tf.decoding import beam_search  # noqa: E402
+from convs2s_tf.decoding import SearchConfig, beam_search  # noqa: E402
 from convs2s_tf.interop import fairseq_fconv  # noqa: E402
 from convs2s_tf.interop.fairseq_fconv import FairseqImportError  # noqa: E402
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID  # noqa: E402
@@ -486,7 +486,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     model, tokenizer, _, _ = load_trained_model(str(run))
     assert not tokenizer.pretokenized
     translator = Translator.from_checkpoint(
-        model, tokenizer, beam_size=5, max_len_a=0.0, max_len_b=8
+        model, tokenizer, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)
     )
     ours = [hypotheses[0][0] for hypotheses in translator.translate(texts)]
     # fairseq's way: spm_encode to pieces, dictionary ids, generate, then spm decode.
@@ -498,7 +498,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     _, pretokenized, _, _ = load_trained_model(str(run), sentencepiece_model="")
     assert pretokenized.pretokenized
     pieces_out = Translator.from_checkpoint(
-        model, pretokenized, beam_size=5, max_len_a=0.0, max_len_b=8
+        model, pretokenized, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)
     ).translate(piece_lines)
     assert [hypotheses[0][0] for hypotheses in pieces_out] == expected
     # A run imported without it takes --sentencepiece_model on the command line.

@@ -1,6 +1,7 @@
 """End-to-end tests of `python -m pipelines.train` on a small real corpus."""
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -112,22 +113,44 @@ def _tags(directory):
 
 
 def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
+    """Stopped inside the first epoch (--max_steps), the run still validates and writes
+    every summary, and its test score is pipelines.evaluate's with default flags."""
     model_dir = tmp_path / "run"
     result = _run(
         _command(
             small_corpus,
             tmp_path / "data",
             model_dir,
-            "--max_epochs=1",
+            "--max_steps=5",
             "--log_every_steps=5",
             "--valid_beam_size=2",
             "--attention_sentences=2",
             "--sample_sentences=3",
-            "--test_beam_size=2",
+            "--test_beam_size=5",
         )
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "epoch   1" in result.stdout and "valid loss" in result.stdout
+    assert "epoch   1 | step 5" in result.stdout and "valid loss" in result.stdout
+    with open(model_dir / "test_results.json") as f:
+        test_results = json.load(f)
+    assert test_results["stop_reason"] == "reached max_steps"
+    evaluation = _run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.evaluate",
+            f"--data_dir={tmp_path / 'data'}",
+            f"--model_dir={model_dir}",
+            "--json",
+        ]
+    )
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    scores = json.loads(evaluation.stdout.strip().splitlines()[-1])
+    assert scores["chrf"] > 0
+    assert (scores["bleu"], scores["chrf"]) == (
+        test_results["test_bleu"],
+        test_results["test_chrf"],
+    )
     assert "test BLEU" in result.stdout and "nrefs:1|case:mixed" in result.stdout
     train = _tags(str(model_dir / "train"))
     for tag in ("loss", "perplexity", "learning_rate", "gradient_norm", "tokens_per_second"):

@@ -209,10 +209,102 @@ def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
     )
     # Validation perplexity can only improve for a while; each epoch without improvement
     # divides the rate by 10 until it is below the floor: 0.25 -> 0.025 -> 0.0025 -> stop.
-    assert result["stop_reason"].startswith("learning rate fell below")
+    assert result["stop_reason"].startswith("learning rate reached the floor")
     assert result["learning_rate"] == pytest.approx(0.00025, rel=1e-5)
     assert float(trainer.optimizer.learning_rate.numpy()) == pytest.approx(0.00025, rel=1e-5)
     assert os.path.exists(tmp_path / "best" / "checkpoint")
+
+
+def test_step_after_a_shrink_moves_by_the_new_rate(tmp_path):
+    trainer = _trainer(tmp_path, max_epochs=1, save_every_steps=0, clip_norm=0.0)
+    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    # An epoch end without improvement: 0.25 -> 0.025.
+    trainer.schedule.best.assign(0.0)
+    trainer._anneal(5.0)
+    assert float(trainer.optimizer.learning_rate.numpy()) == pytest.approx(0.025)
+    trainer.save()
+    weights = [w.numpy() for w in trainer.model.trainable_variables]
+    velocity = [m.numpy() for m in trainer.optimizer.momentums]
+    trainer.config.max_epochs, trainer.config.max_steps = 2, int(trainer.state.step.numpy()) + 1
+    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    momentum, ratio = 0.99, 0.1
+    for w0, m0, variable, slot in zip(
+        weights, velocity, trainer.model.trainable_variables, trainer.optimizer.momentums
+    ):
+        m1, w1 = slot.numpy(), variable.numpy()
+        # fairseq's NAG: m1 = momentum * ratio * m0 - lr * g and w1 = w0 + momentum * m1 -
+        # lr * g, so w1 - w0 = (1 + momentum) * m1 - momentum * ratio * m0. Without the
+        # rescaling the old velocity m0 would enter unscaled.
+        expected = (1 + momentum) * m1 - momentum * ratio * m0
+        np.testing.assert_allclose(w1 - w0, expected, atol=1e-6)
+        if abs(m0).max() > 1e-3:
+            assert abs((1 + momentum) * m1 - momentum * m0 - (w1 - w0)).max() > 1e-4
+
+
+def test_stop_inside_an_epoch_validates_and_checkpoints(tmp_path):
+    trainer = _trainer(tmp_path, max_steps=2, save_every_steps=0, valid_beam_size=0)
+    result = trainer.train(
+        lambda epoch, context: dataset(seed=epoch, batches=5),
+        valid_dataset=dataset(seed=99, batches=1),
+        steps_per_epoch=5,
+    )
+    assert result["stop_reason"] == "reached max_steps" and "valid_loss" in result
+    assert latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-2")
+    assert latest_checkpoint(str(tmp_path / "best")).endswith("ckpt-2")
+    # The epoch stays open: a resumed run finishes it.
+    assert int(trainer.state.epoch.numpy()) == 0 and int(trainer.state.epoch_batches.numpy()) == 2
+    tags = set()
+    for path in tf.io.gfile.glob(str(tmp_path / "valid" / "*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags |= {(value.tag, event.step) for value in event.summary.value}
+    assert {("loss", 2), ("perplexity", 2)} <= tags
+
+
+def test_resume_from_best_when_checkpoints_are_gone(tmp_path):
+    import shutil
+
+    trainer = _trainer(tmp_path, max_epochs=1, save_every_steps=0, valid_beam_size=0)
+    trainer.train(
+        lambda epoch, context: dataset(seed=epoch, batches=3),
+        valid_dataset=dataset(seed=99, batches=1),
+    )
+    best = latest_checkpoint(str(tmp_path / "best"))
+    shutil.rmtree(tmp_path / "checkpoints")
+    resumed = _trainer(tmp_path, max_epochs=2, save_every_steps=0, valid_beam_size=0)
+    assert resumed.restore_or_initialize() == best
+    assert int(resumed.state.step.numpy()) == 3 and int(resumed.state.epoch.numpy()) == 1
+    assert float(resumed.state.best_valid_loss.numpy()) < float("inf")
+
+
+def test_resume_guard_compares_data_and_vocabulary(tmp_path):
+    trainer = _trainer(tmp_path)
+    run_config = {"model": {"a": 1}, "data_fingerprint": "f1", "vocabulary_sha256": "v1"}
+    trainer.write_run_config(run_config)
+    trainer.write_run_config(dict(run_config))  # the same run resumes
+    with pytest.raises(ValueError, match="other prepared data"):
+        trainer.write_run_config({**run_config, "data_fingerprint": "f2"})
+    with pytest.raises(ValueError, match="SentencePiece vocabulary"):
+        trainer.write_run_config({**run_config, "vocabulary_sha256": "v2"})
+
+
+def test_checkpoint_from_before_the_schedule_restores(tmp_path):
+    import keras
+
+    trainer = _trainer(tmp_path, max_steps=2, save_every_steps=2)
+    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    # A checkpoint as written before the plateau schedule and the optimiser's previous
+    # rate existed: Keras' own SGD, no schedule.
+    old_optimizer = keras.optimizers.SGD(learning_rate=0.025, momentum=0.99, nesterov=True)
+    old_optimizer.build(trainer.model.trainable_variables)
+    trainer.state.learning_rate.assign(0.025)
+    legacy = tf.train.Checkpoint(model=trainer.model, optimizer=old_optimizer, state=trainer.state)
+    path = legacy.save(str(tmp_path / "legacy" / "ckpt"))
+    weights = [w.numpy() for w in trainer.model.weights]
+    resumed = _trainer(tmp_path)
+    resumed._restore(path)
+    for a, b in zip(weights, resumed.model.weights):
+        np.testing.assert_array_equal(a, b.numpy())
+    assert float(resumed.optimizer.previous_learning_rate.numpy()) == pytest.approx(0.025)
 
 
 def test_resume_restores_state_and_optimizer(tmp_path, monkeypatch):

@@ -50,6 +50,48 @@ class LineDecoder:
             return raw_line.decode("utf-8", errors="replace")
 
 
+def split_lines(text: str) -> list[str]:
+    """Splits `text` into lines at '\\n' only, like `tf.data.TextLineDataset`.
+
+    Unlike `str.splitlines()`, which also breaks at '\\r', '\\x0b', '\\x0c', '\\x1c'-'\\x1e',
+    U+0085, U+2028 and U+2029, this keeps such characters inside their line, so one input
+    line always gives one output line and translations stay aligned with their sources.
+
+    Args:
+        text: the text; a final '\\n' is optional.
+
+    Returns:
+        The lines without their '\\n', each with one trailing '\\r' removed (so '\\r\\n'
+        endings give clean lines). Only the empty piece after a final '\\n' is dropped:
+        "a\\nb\\n" and "a\\nb" give ["a", "b"], "a\\n\\nb" gives ["a", "", "b"], "" gives [].
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        # The piece after a final '\n' (or all of an empty text) is not a line.
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_lines(path: str, invalid_utf8: str = "replace") -> list[str]:
+    """Returns the lines of the text file `path` (plain or gzip), split as by `split_lines`.
+
+    Args:
+        path: the file to read.
+        invalid_utf8: "replace" (the default, as the translate and evaluate pipelines
+            decode their inputs) substitutes U+FFFD for invalid bytes; "error" raises
+            `InvalidUtf8Error` naming the file and line (see `LineDecoder`).
+
+    Raises:
+        CorpusFileNotFoundError: `path` does not exist.
+        InvalidUtf8Error: a line is not UTF-8 and `invalid_utf8` is "error".
+    """
+    decoder = LineDecoder(invalid_utf8)
+    return [
+        decoder.decode(raw_line, path, line_number)
+        for line_number, raw_line in enumerate(iter_raw_lines(path), start=1)
+    ]
+
+
 def resolve_corpus_file(prefix: str, language: str) -> str:
     """Returns the existing file for `prefix` and `language`: `PREFIX.LANG` or `PREFIX.LANG.gz`.
 

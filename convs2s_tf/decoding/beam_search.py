@@ -32,6 +32,7 @@ import collections
 
 import tensorflow as tf
 
+from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID, UNK_ID
 
@@ -47,6 +48,9 @@ Fields:
 """
 
 _NEG_INF = float("-inf")
+# First words of the error a search raises when `min_length` exceeds a sentence's
+# maximum output length (callers turn it into a message naming the flags).
+MIN_LENGTH_ERROR = "min_length exceeds the maximum output length of a sentence:"
 
 
 def max_output_lengths(source, max_len_a, max_len_b, limit, pad_id=PAD_ID):
@@ -129,19 +133,21 @@ XLA_SOURCE_MULTIPLE = 16
 def beam_search(
     model,
     source,
-    beam_size=5,
-    max_len_a=0.0,
-    max_len_b=200,
-    min_length=1,
-    length_penalty=1.0,
-    unk_penalty=0.0,
-    nbest=1,
+    beam_size=SearchConfig.beam_size,
+    max_len_a=SearchConfig.max_len_a,
+    max_len_b=SearchConfig.max_len_b,
+    min_length=SearchConfig.min_length,
+    length_penalty=SearchConfig.length_penalty,
+    unk_penalty=SearchConfig.unk_penalty,
+    nbest=SearchConfig.nbest,
     return_attention=False,
     jit_compile_step=False,
     incremental=True,
     kernels=None,
 ):
     """Translates `source` with beam search (greedy when `beam_size == 1`).
+
+    The defaults are `SearchConfig`'s; `search_kwargs` turns one into these arguments.
 
     Args:
         model: A `ConvS2S`.
@@ -187,10 +193,23 @@ def beam_search(
         )
 
 
-def best_hypothesis_function(model, beam_size, max_len_a=1.2, max_len_b=10):
+def search_kwargs(search_config):
+    """The `beam_search` arguments a `SearchConfig` sets (dtype is the model's own)."""
+    return dict(
+        beam_size=search_config.beam_size,
+        max_len_a=search_config.max_len_a,
+        max_len_b=search_config.max_len_b,
+        min_length=search_config.min_length,
+        length_penalty=search_config.length_penalty,
+        unk_penalty=search_config.unk_penalty,
+        jit_compile_step=search_config.xla,
+    )
+
+
+def best_hypothesis_function(model, search_config):
     """A `tf.function` from `[batch, source]` ids to the best hypothesis of each sentence.
 
-    One trace serves every batch and source shape (validation and test translation).
+    One trace serves every batch and source shape (validation translation).
 
     Returns:
         `search(source) -> (tokens, lengths)`, `[batch, time]` int32 ending in `</s>`
@@ -199,9 +218,7 @@ def best_hypothesis_function(model, beam_size, max_len_a=1.2, max_len_b=10):
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def search(source):
-        output = beam_search(
-            model, source, beam_size=beam_size, max_len_a=max_len_a, max_len_b=max_len_b
-        )
+        output = beam_search(model, source, **search_kwargs(search_config))
         return output.tokens[:, 0], output.lengths[:, 0]
 
     return search
@@ -247,6 +264,14 @@ def _beam_search(
     # max_length - 1; the last step may only produce </s>.
     limit = decoder.max_length - 1
     max_lengths = max_output_lengths(source, max_len_a, max_len_b, limit, decoder.pad_id)
+    # fairseq refuses min_len > max_len too; here per sentence, naming both.
+    check = tf.debugging.Assert(
+        tf.reduce_all(min_length <= max_lengths),
+        [MIN_LENGTH_ERROR, min_length, "maximum output lengths:", max_lengths],
+        summarize=8,
+    )
+    with tf.control_dependencies([check]):
+        max_lengths = tf.identity(max_lengths)
     max_steps = tf.reduce_max(max_lengths) + 1
     # Token histories are buffers of a fixed width (step t writes column t).
     history_width = max_steps
@@ -283,6 +308,8 @@ def _beam_search(
         # A hypothesis at its sentence's maximum length may only end: its one candidate
         # is </s>.
         force_eos = step >= tf.repeat(active_max_lengths, k)
+        # A NaN log-probability counts as -inf, as in fairseq.
+        logits = tf.where(tf.math.is_nan(logits), tf.cast(_NEG_INF, logits.dtype), logits)
         normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
         top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
         rows = tf.shape(logits)[0]

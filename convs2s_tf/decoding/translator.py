@@ -3,7 +3,24 @@
 import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.decoding.beam_search import MIN_LENGTH_ERROR
 from convs2s_tf.export.translation_module import TranslationModule
+
+# Sentences per batch of `translate_all` (and the pipelines' default --batch_size).
+BATCH_SIZE = 64
+
+
+def _run(function, texts):
+    try:
+        return function(texts)
+    except tf.errors.InvalidArgumentError as error:
+        if MIN_LENGTH_ERROR not in error.message:
+            raise
+        raise ValueError(
+            "--min_length exceeds the maximum output length (--max_len_a * source length + "
+            "--max_len_b) of a sentence in this batch: lower --min_length or raise the "
+            "maximum."
+        ) from None
 
 
 def _strings(tensor):
@@ -27,13 +44,14 @@ class Translator:
         self.beam_size = beam_size
 
     @classmethod
-    def from_checkpoint(cls, model, tokenizer, **search_options):
-        module = TranslationModule(model, tokenizer, **search_options)
+    def from_checkpoint(cls, model, tokenizer, search_config=None):
+        """A translator over the in-process `model` with `search_config`'s search."""
+        module = TranslationModule(model, tokenizer, search_config)
         return cls(
             module.translate,
             module.translate_nbest,
             module.translate_with_attention,
-            module.search_options["beam_size"],
+            module.search_config.beam_size,
             module,
         )
 
@@ -52,18 +70,27 @@ class Translator:
             loaded,
         )
 
+    def translate_all(self, texts, batch_size=BATCH_SIZE):
+        """The best translation of every text, translated `batch_size` at a time in
+        order (the same batches wherever a file is scored)."""
+        texts = list(texts)
+        translations = []
+        for start in range(0, len(texts), batch_size):
+            translations += [h[0][0] for h in self.translate(texts[start : start + batch_size])]
+        return translations
+
     def translate(self, texts, nbest=1):
         """Returns, per text, a list of `nbest` `(translation, score)`, best first."""
         texts = tf.constant(list(texts), dtype=tf.string)
         if nbest == 1:
-            output = self._translate(texts)
+            output = _run(self._translate, texts)
             return [
                 [(text, float(score))]
                 for text, score in zip(_strings(output["translation"]), output["score"].numpy())
             ]
         if self.beam_size is not None and nbest > self.beam_size:
             raise ValueError(f"nbest={nbest} exceeds the beam size {self.beam_size}.")
-        output = self._translate_nbest(texts)
+        output = _run(self._translate_nbest, texts)
         translations = np.asarray(output["translations"])
         scores = output["scores"].numpy()
         return [
@@ -74,7 +101,7 @@ class Translator:
     def translate_with_attention(self, texts):
         """Returns, per text, a dict with translation, score, attention `[target, source]`
         and the source and target pieces labelling its axes."""
-        output = self._translate_with_attention(tf.constant(list(texts), dtype=tf.string))
+        output = _run(self._translate_with_attention, tf.constant(list(texts), dtype=tf.string))
         results = []
         for row in range(len(texts)):
             source_length = int(output["source_length"][row])

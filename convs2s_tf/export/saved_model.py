@@ -82,13 +82,13 @@ def write_server_configs(export_dir, model_name):
         f.write(BATCHING_PARAMETERS)
 
 
-def export_translator(model, tokenizer, export_dir, search_options=None, model_name=None):
+def export_translator(model, tokenizer, export_dir, search_config=None, model_name=None):
     """Exports `model` + `tokenizer` to `export_dir/<next version>/`.
 
     Returns:
         The version directory written.
     """
-    module = TranslationModule(model, tokenizer, **(search_options or {}))
+    module = TranslationModule(model, tokenizer, search_config)
     model_name = model_name or os.path.basename(os.path.normpath(export_dir))
     version_dir = os.path.join(export_dir, str(next_version(export_dir)))
     # Written under a temporary name and renamed, so a server polling export_dir never

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from convs2s_tf.decoding import beam_search
+from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
 from convs2s_tf.layers import fold_kernels
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -21,30 +21,14 @@ class TranslationModule(tf.Module):
     Args:
         model: A built `ConvS2S`.
         tokenizer: The `Tokenizer` of the model's vocabulary.
-        beam_size: Beam width (1: greedy).
-        max_len_a: `a` of the per-sentence maximum output length `a * source + b`.
-        max_len_b: `b` of the maximum output length.
-        length_penalty: `alpha` of `score / length ** alpha`.
-        unk_penalty: Penalty on `<unk>` log-probabilities.
-        min_length: Minimum output length before `</s>`.
-        jit_compile_step: XLA-compile the decoder step.
+        search_config: A `SearchConfig` (default: its defaults); `nbest` is ignored
+            (`translate_nbest` returns the whole beam) and `dtype` is the model's.
 
     The weight-normalised kernels are folded (`g * v / ||v||`) into variables when the
     module is built, so it translates with the weights the model had then.
     """
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        beam_size=5,
-        max_len_a=1.2,
-        max_len_b=10,
-        length_penalty=1.0,
-        unk_penalty=0.0,
-        min_length=1,
-        jit_compile_step=False,
-    ):
+    def __init__(self, model, tokenizer, search_config=None):
         super().__init__(name="convs2s_translator")
         self.model = model
         self.tokenizer = tokenizer
@@ -58,15 +42,8 @@ class TranslationModule(tf.Module):
             tf.Variable(kernel, trainable=False, name="folded_kernel")
             for kernel in fold_kernels(model)
         ]
-        self.search_options = dict(
-            beam_size=int(beam_size),
-            max_len_a=float(max_len_a),
-            max_len_b=int(max_len_b),
-            length_penalty=float(length_penalty),
-            unk_penalty=float(unk_penalty),
-            min_length=int(min_length),
-            jit_compile_step=bool(jit_compile_step),
-        )
+        search_config = search_config or SearchConfig()
+        self.search_config = search_config.validate(model.decoder.max_length)
         self.max_source_length = model.encoder.max_length
 
     # ------------------------------------------------------------- helpers
@@ -92,7 +69,7 @@ class TranslationModule(tf.Module):
             nbest=nbest,
             return_attention=return_attention,
             kernels=self.folded_kernels,
-            **self.search_options,
+            **search_kwargs(self.search_config),
         )
 
     # ---------------------------------------------------------- signatures
@@ -108,7 +85,7 @@ class TranslationModule(tf.Module):
     @tf.function(input_signature=[TEXT_SPEC])
     def translate_nbest(self, text):
         """All `beam_size` hypotheses of each string, best first, with scores."""
-        nbest = self.search_options["beam_size"]
+        nbest = self.search_config.beam_size
         output = self._search(self.encode_text(text), nbest=nbest)
         batch = tf.shape(output.tokens)[0]
         flat = tf.reshape(output.tokens, [batch * nbest, -1])

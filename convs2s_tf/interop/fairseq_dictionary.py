@@ -64,12 +64,17 @@ class Dictionary:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Dictionary file {path} does not exist.")
         try:
+            # fairseq's `Dictionary.add_from_file` reads `readlines()` of a text-mode file:
+            # lines end at '\n', '\r\n' or a lone '\r' (universal newlines) but not at
+            # U+2028, U+0085, '\x1c', ... (which `str.splitlines()` would also break at),
+            # so such a character stays inside its token and the ids match fairseq's.
             with open(path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
+                lines = f.readlines()
         except UnicodeDecodeError as error:
             raise DictionaryError(f"{path} is not UTF-8 text ({error}).") from None
         dictionary = cls()
         for number, line in enumerate(lines, start=1):
+            line = line.removesuffix("\n")
             where = f"{path}, line {number}"
             parts = line.rstrip().rsplit(" ", 1)
             if len(parts) != 2:

@@ -14,6 +14,11 @@ parameter for parameter, so a checkpoint maps onto the Keras model without loss:
   of the `WeightNormConv1D`;
 * `decoder.fc3.bias` of a shared output embedding -> `decoder.output_bias`.
 
+Checkpoints saved with PyTorch's parametrized weight norm
+(`torch.nn.utils.parametrizations.weight_norm`) store `weight_g` as
+`parametrizations.weight.original0` and `weight_v` as `parametrizations.weight.original1`;
+both spellings are read.
+
 Both implementations use `W = g * v / ||v||` with the norm per output unit, so `v` and
 `g` are copied as they are. The GLU halves need no reordering (both take the first half
 of the channels as the linear part), positions are numbered alike (`pad + 1 +` the
@@ -93,6 +98,13 @@ FCONV_ARCHITECTURES = {
 }
 # Buffers of fairseq's modules that carry no weights.
 _IGNORED_KEYS = ("encoder.version", "decoder.version")
+# PyTorch's parametrized weight norm (`torch.nn.utils.parametrizations.weight_norm`, which
+# replaces the deprecated `torch.nn.utils.weight_norm` fairseq uses) saves a module's `g`
+# and `v` under other names; they are renamed to fairseq's when the state dict is read.
+_PARAMETRIZED_WEIGHT_NORM_NAMES = {
+    "parametrizations.weight.original0": "weight_g",
+    "parametrizations.weight.original1": "weight_v",
+}
 _SAFE_GLOBALS = (argparse.Namespace,)
 CHECKPOINT_SUBDIR = "best"
 SOURCE_DICT_FILE = "source_dict.txt"
@@ -267,18 +279,44 @@ def _numpy(tensor):
     return tensor.detach().cpu().float().numpy().astype(np.float64)
 
 
+def weight_norm_name(key):
+    """`key` with PyTorch's parametrized weight-norm spelling renamed to fairseq's.
+
+    `<module>.parametrizations.weight.original0` (g) becomes `<module>.weight_g` and
+    `<module>.parametrizations.weight.original1` (v) becomes `<module>.weight_v`; any
+    other key is returned unchanged.
+    """
+    for parametrized, name in _PARAMETRIZED_WEIGHT_NORM_NAMES.items():
+        if key.endswith("." + parametrized):
+            return key[: -len(parametrized)] + name
+    return key
+
+
 class _StateDict:
-    """The checkpoint's tensors as float64 arrays, tracking which keys were used."""
+    """The checkpoint's tensors as float64 arrays, tracking which keys were used.
+
+    Weight-norm parameters are keyed by fairseq's names (`weight_g`, `weight_v`) in
+    either spelling (see `weight_norm_name`); messages name the keys of the file.
+    """
 
     def __init__(self, state_dict):
         self.tensors = {}
+        self.file_keys = {}
         for key, value in state_dict.items():
             if not hasattr(value, "detach"):
                 raise FairseqImportError(
                     f"Entry {key!r} of the checkpoint's model is a {type(value).__name__}, "
                     "not a tensor."
                 )
-            self.tensors[key] = value
+            name = weight_norm_name(key)
+            if name in self.tensors:
+                raise FairseqImportError(
+                    f"The checkpoint holds the same weight-norm parameter twice, as "
+                    f"{self.file_keys[name]!r} and {key!r}; a module is weight-normalised "
+                    "one way only."
+                )
+            self.tensors[name] = value
+            self.file_keys[name] = key
         self.used = set()
 
     def __contains__(self, key):
@@ -293,8 +331,13 @@ class _StateDict:
     def has_module(self, prefix):
         return any(key.startswith(prefix + ".") for key in self.tensors)
 
+    def file_key(self, key):
+        """The name the file gives `key` (itself if the file has no such key)."""
+        return self.file_keys.get(key, key)
+
     def unused(self):
-        return sorted(set(self.tensors) - self.used - set(_IGNORED_KEYS))
+        names = set(self.tensors) - self.used - set(_IGNORED_KEYS)
+        return sorted(self.file_keys[name] for name in names)
 
 
 def _effective_weight(g, v):
@@ -312,23 +355,41 @@ def _weight_norm_parameters(state, prefix, output_axis):
     """`(v, g)` of a weight-normalised fairseq module, with `g` per output unit.
 
     The usual layout (`weight_g` normalising per output unit, fairseq's only one since
-    2018) is returned unchanged; other layouts become `v = W`, `g = ||W||`.
+    2018) is returned unchanged; other layouts become `v = W`, `g = ||W||`. `g` and `v`
+    are read in either spelling (`weight_g`/`weight_v` or PyTorch's
+    `parametrizations.weight.original0`/`original1`), a plain `weight` (saved after
+    `remove_weight_norm`) when there are neither.
+
+    Raises:
+        FairseqImportError: `g` without `v` or the reverse, or no weight at all, naming
+            the keys looked for in both spellings.
     """
-    for g_key, v_key in (
-        ("weight_g", "weight_v"),
-        ("parametrizations.weight.original0", "parametrizations.weight.original1"),
-    ):
-        if f"{prefix}.{v_key}" in state:
-            v = state.get(f"{prefix}.{v_key}")
-            g = state.get(f"{prefix}.{g_key}")
-            per_output = [1] * v.ndim
-            per_output[output_axis] = v.shape[output_axis]
-            if list(g.shape) == per_output:
-                return v, g.reshape(-1)
-            weight = _effective_weight(g, v)
-            break
-    else:
+    has_g, has_v = f"{prefix}.weight_g" in state, f"{prefix}.weight_v" in state
+    if has_g and has_v:
+        v = state.get(f"{prefix}.weight_v")
+        g = state.get(f"{prefix}.weight_g")
+        per_output = [1] * v.ndim
+        per_output[output_axis] = v.shape[output_axis]
+        if list(g.shape) == per_output:
+            return v, g.reshape(-1)
+        weight = _effective_weight(g, v)
+    elif has_g or has_v:
+        found, missing = ("g", "v") if has_g else ("v", "g")
+        index = 0 if missing == "g" else 1
+        raise FairseqImportError(
+            f"The checkpoint has the weight-norm {found} of {prefix} but not its {missing}: "
+            f"neither {prefix}.weight_{missing} nor "
+            f"{prefix}.parametrizations.weight.original{index}."
+        )
+    elif f"{prefix}.weight" in state:
         weight = state.get(f"{prefix}.weight")
+    else:
+        raise FairseqImportError(
+            f"The checkpoint has no weight for {prefix}: neither {prefix}.weight_g and "
+            f"{prefix}.weight_v (torch.nn.utils.weight_norm), nor "
+            f"{prefix}.parametrizations.weight.original0 and .original1 "
+            f"(torch.nn.utils.parametrizations.weight_norm), nor a plain {prefix}.weight."
+        )
     axes = tuple(axis for axis in range(weight.ndim) if axis != output_axis)
     return weight, np.sqrt(np.sum(weight * weight, axis=axes))
 
@@ -345,15 +406,15 @@ def _assign(variable, value, key):
 
 def _assign_dense(layer, state, prefix):
     v, g = _weight_norm_parameters(state, prefix, output_axis=0)
-    _assign(layer.kernel_v, v.T, f"{prefix}.weight_v")
-    _assign(layer.kernel_g, g, f"{prefix}.weight_g")
+    _assign(layer.kernel_v, v.T, state.file_key(f"{prefix}.weight_v"))
+    _assign(layer.kernel_g, g, state.file_key(f"{prefix}.weight_g"))
     _assign(layer.bias, state.get(f"{prefix}.bias"), f"{prefix}.bias")
 
 
 def _assign_convolution(layer, state, prefix):
     v, g = _weight_norm_parameters(state, prefix, output_axis=2)
-    _assign(layer.kernel_v, v, f"{prefix}.weight_v")
-    _assign(layer.kernel_g, g, f"{prefix}.weight_g")
+    _assign(layer.kernel_v, v, state.file_key(f"{prefix}.weight_v"))
+    _assign(layer.kernel_g, g, state.file_key(f"{prefix}.weight_g"))
     _assign(layer.bias, state.get(f"{prefix}.bias"), f"{prefix}.bias")
 
 

@@ -35,8 +35,8 @@ class TokenIdsTranslationModule(TranslationModule):
     translate_nbest = None
     translate_with_attention = None
 
-    def __init__(self, model, **search_options):
-        super().__init__(model, None, **search_options)
+    def __init__(self, model, search_config=None):
+        super().__init__(model, None, search_config)
 
     def signatures(self):
         return {SIGNATURE: self.translate_ids}
@@ -60,7 +60,7 @@ def _write_warmup_requests(version_dir, model_name):
 
 
 def export_ids_translator(
-    model, export_dir, source_dict, target_dict, search_options=None, model_name=None
+    model, export_dir, source_dict, target_dict, search_config=None, model_name=None
 ):
     """Exports `model` with the `translate_ids` signature to `export_dir/<next version>/`.
 
@@ -69,13 +69,13 @@ def export_ids_translator(
         export_dir: Base directory in TF Serving's layout (versions below it).
         source_dict: The source dict.txt, copied to `assets.extra/source_dict.txt`.
         target_dict: The target dict.txt, copied to `assets.extra/target_dict.txt`.
-        search_options: Beam search options of `TranslationModule`.
+        search_config: A `SearchConfig` (default: its defaults).
         model_name: Name in `models.config` (default: the base name of `export_dir`).
 
     Returns:
         The version directory written.
     """
-    module = TokenIdsTranslationModule(model, **(search_options or {}))
+    module = TokenIdsTranslationModule(model, search_config)
     model_name = model_name or os.path.basename(os.path.normpath(export_dir))
     version_dir = os.path.join(export_dir, str(next_version(export_dir)))
     temporary = version_dir + ".tmp"

@@ -18,17 +18,29 @@ def has_checkpoint_files(directory):
     )
 
 
-def restore_checkpoint(checkpoint, path):
+def checkpoint_has(path, name):
+    """Whether the checkpoint at `path` holds an object saved under the top-level `name`."""
+    try:
+        return any(key.split("/")[0] == name for key, _ in tf.train.list_variables(path))
+    except (tf.errors.OpError, ValueError):
+        return False
+
+
+def restore_checkpoint(checkpoint, path, partial=False):
     """Restores `path` into `checkpoint`, raising `CheckpointError` naming the problem.
 
     Every object of `checkpoint` (model, optimiser, state) must be built first so that
-    all its variables are matched.
+    all its variables are matched; `partial=True` lets objects the checkpoint does not
+    hold keep their values (for checkpoints older than those objects).
     """
     if not tf.io.gfile.exists(path + ".index"):
         raise CheckpointError(f"Checkpoint {path} does not exist (no {path}.index).")
     try:
         status = checkpoint.restore(path)
-        status.assert_existing_objects_matched()
+        if partial:
+            status.assert_nontrivial_match()
+        else:
+            status.assert_existing_objects_matched()
         # Inference restores the model alone: optimiser slots may stay unused.
         status.expect_partial()
     except Exception as error:  # noqa: BLE001 (any failure here must name the checkpoint)

@@ -14,8 +14,10 @@ class TrainingConfig:
             (0 disables).
         label_smoothing: Label smoothing `eps`.
         lr_shrink: Factor applied to the learning rate after an epoch whose validation
-            perplexity did not improve.
-        min_learning_rate: Training stops once the learning rate falls below this.
+            loss did not improve (see `PlateauSchedule`).
+        lr_threshold: Relative validation-loss improvement that counts as one.
+        lr_patience: Epochs without improvement tolerated before a shrink.
+        min_learning_rate: Training stops once the learning rate is at or below this.
         max_epochs: Stop after this many epochs (0: no limit).
         max_steps: Stop after this many updates (0: no limit).
         update_freq: Micro-batches accumulated per update (emulates larger batches).
@@ -38,6 +40,8 @@ class TrainingConfig:
     clip_norm: float = 0.1
     label_smoothing: float = 0.1
     lr_shrink: float = 0.1
+    lr_threshold: float = 1e-4
+    lr_patience: int = 0
     min_learning_rate: float = 1e-4
     max_epochs: int = 0
     max_steps: int = 0
@@ -63,6 +67,8 @@ class TrainingConfig:
             (self.clip_norm >= 0, "clip_norm must be >= 0"),
             (0 <= self.label_smoothing < 1, "label_smoothing must be in [0, 1)"),
             (0 < self.lr_shrink < 1, "lr_shrink must be in (0, 1)"),
+            (0 <= self.lr_threshold < 1, "lr_threshold must be in [0, 1)"),
+            (self.lr_patience >= 0, "lr_patience must be >= 0"),
             (self.min_learning_rate >= 0, "min_learning_rate must be >= 0"),
             (
                 self.min_learning_rate < self.learning_rate,

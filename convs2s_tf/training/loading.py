@@ -39,9 +39,9 @@ def build_model(model_config, compute_dtype=None):
     previous = keras.config.dtype_policy()
     if compute_dtype not in (None, "float32", "bfloat16"):
         raise ValueError(f"compute_dtype must be float32 or bfloat16, got {compute_dtype!r}.")
-    # Keras gives each layer the global policy when it is constructed.
-    if compute_dtype == "bfloat16":
-        keras.config.set_dtype_policy("mixed_bfloat16")
+    # Keras gives each layer the global policy when it is constructed (a training run
+    # may have left it at mixed_bfloat16).
+    keras.config.set_dtype_policy("mixed_bfloat16" if compute_dtype == "bfloat16" else "float32")
     try:
         model = ConvS2S(**model_config)
         model(model.dummy_inputs())

@@ -1,5 +1,6 @@
 """Everything `python -m pipelines.train` does, importable: data, model, trainer, test BLEU."""
 
+import hashlib
 import json
 import os
 import time
@@ -7,15 +8,27 @@ import time
 import tensorflow as tf
 from absl import logging
 
+from convs2s_tf.data.fingerprint import read_fingerprint
 from convs2s_tf.data.pipeline import TrainingDatasetFn, make_eval_dataset
-from convs2s_tf.data.prepare import PreparedData
+from convs2s_tf.data.prepare import FINGERPRINT_FILE, PreparedData
+from convs2s_tf.data.text_files import read_lines
 from convs2s_tf.data.tokenizer import Tokenizer
-from convs2s_tf.decoding import best_hypothesis_function
+from convs2s_tf.decoding import SearchConfig
+from convs2s_tf.decoding.translator import Translator
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.models import ConvS2S
-from convs2s_tf.training.checkpoints import latest_checkpoint, restore_checkpoint
+from convs2s_tf.training.loading import load_trained_model
 from convs2s_tf.training.strategies import create_strategy
 from convs2s_tf.training.trainer import Trainer
+
+
+def file_sha256(path):
+    """The SHA-256 hex digest of a file's bytes."""
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class WallClockLimit:
@@ -36,24 +49,6 @@ class WallClockLimit:
         now = self._clock()
         epoch_seconds, self._last_check = now - self._last_check, now
         return self.deadline is not None and now + epoch_seconds > self.deadline
-
-
-def translate_split(model, tokenizer, dataset, beam_size, max_len_a=1.2, max_len_b=10):
-    """Translates an evaluation dataset; returns (sources, hypotheses, references) in
-    corpus order."""
-    search = best_hypothesis_function(model, beam_size, max_len_a, max_len_b)
-    rows = []
-    for batch in dataset:
-        hypotheses = tokenizer.decode(search(batch["source"])[0]).numpy()
-        rows += zip(
-            batch["index"].numpy(),
-            batch["source_text"].numpy(),
-            hypotheses,
-            batch["reference_text"].numpy(),
-        )
-    rows.sort(key=lambda row: row[0])
-    decode = [[text.decode("utf-8") for text in column] for column in list(zip(*rows))[1:]]
-    return tuple(decode)
 
 
 def run_training(
@@ -99,7 +94,9 @@ def run_training(
         {
             "model": model_config,
             "data_dir": os.path.abspath(data_dir),
+            "data_fingerprint": read_fingerprint(os.path.join(data_dir, FINGERPRINT_FILE)),
             "sentencepiece_model": os.path.abspath(prepared.sentencepiece_model_path),
+            "vocabulary_sha256": file_sha256(prepared.sentencepiece_model_path),
         }
     )
     limit = WallClockLimit(max_train_minutes)
@@ -108,31 +105,29 @@ def run_training(
     result = trainer.train(train_fn, valid, steps_per_epoch=stats.batches_per_epoch)
     result["train_seconds"] = time.time() - start
     if test_beam_size and trainer.is_chief:
-        result.update(
-            evaluate_best(trainer, prepared, tokenizer, eval_dataset_kwargs, test_beam_size)
-        )
+        search_config = SearchConfig(beam_size=test_beam_size)
+        result.update(evaluate_best(model_dir, prepared, search_config))
         with tf.io.gfile.GFile(os.path.join(model_dir, "test_results.json"), "w") as f:
             json.dump(result, f, indent=2, sort_keys=True)
     return result
 
 
-def evaluate_best(trainer, prepared, tokenizer, eval_dataset_kwargs, beam_size):
-    """Restores the best checkpoint (else the latest) and scores the test split."""
-    path = latest_checkpoint(os.path.join(trainer.model_dir, "best")) or latest_checkpoint(
-        os.path.join(trainer.model_dir, "checkpoints")
-    )
-    restore_checkpoint(trainer.checkpoint, path)
-    test = make_eval_dataset(*prepared.split_paths("test"), tokenizer, **eval_dataset_kwargs)
-    _, hypotheses, references = translate_split(trainer.model, tokenizer, test.dataset, beam_size)
-    scores = corpus_scores(hypotheses, references)
+def evaluate_best(model_dir, prepared, search_config, split="test"):
+    """Scores `split` with the run's best checkpoint (else its latest) exactly as
+    `pipelines.evaluate` does with default flags: same loading, batches and search."""
+    model, tokenizer, path, _ = load_trained_model(model_dir, compute_dtype=search_config.dtype)
+    source_path, reference_path = prepared.split_paths(split)
+    translator = Translator.from_checkpoint(model, tokenizer, search_config)
+    hypotheses = translator.translate_all(read_lines(source_path))
+    scores = corpus_scores(hypotheses, read_lines(reference_path))
     message = (
-        f"test BLEU {scores['bleu']:.2f} ({scores['bleu_signature']}), chrF {scores['chrf']:.2f}, "
-        f"beam {beam_size}, checkpoint {path}"
+        f"{split} BLEU {scores['bleu']:.2f} ({scores['bleu_signature']}), chrF "
+        f"{scores['chrf']:.2f}, beam {search_config.beam_size}, checkpoint {path}"
     )
     print(message, flush=True)
     logging.info(message)
     return {
-        "test_checkpoint": path,
-        "test_beam_size": beam_size,
-        **{f"test_{key}": value for key, value in scores.items()},
+        f"{split}_checkpoint": path,
+        f"{split}_beam_size": search_config.beam_size,
+        **{f"{split}_{key}": value for key, value in scores.items()},
     }

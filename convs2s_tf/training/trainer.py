@@ -12,11 +12,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.decoding import best_hypothesis_function
+from convs2s_tf.decoding import SearchConfig, best_hypothesis_function
 from convs2s_tf.evaluation import corpus_scores
-from convs2s_tf.training.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
+from convs2s_tf.training.checkpoints import (
+    CheckpointError,
+    checkpoint_has,
+    latest_checkpoint,
+    restore_checkpoint,
+)
 from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.losses import bucketed_token_count, fused_token_losses
+from convs2s_tf.training.plateau import PlateauSchedule
 from convs2s_tf.training.summaries import SummaryLogger
 from convs2s_tf.training.training_state import TrainingState
 from convs2s_tf.vocabulary import EOS_ID
@@ -77,6 +83,9 @@ class Trainer:
             # Keras 3 creates slots lazily; they must exist before the first traced step.
             self.optimizer.build(self.model.trainable_variables)
             self.state = TrainingState(config.learning_rate)
+            self.schedule = PlateauSchedule(
+                config.lr_shrink, config.lr_threshold, config.lr_patience
+            )
             self.accumulators = None
             if config.update_freq > 1:
                 self.accumulators = [
@@ -85,7 +94,7 @@ class Trainer:
                 ]
                 self.accumulated_sums = tf.Variable(tf.zeros([3]), trainable=False)
         self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, state=self.state
+            model=self.model, optimizer=self.optimizer, state=self.state, schedule=self.schedule
         )
         write_dir = (
             model_dir
@@ -108,6 +117,9 @@ class Trainer:
         self._train_step = None
         self._accumulate_step = None
         self._search = None
+        self._evaluate = None
+        self._apply_accumulated = None
+        self._epoch_train_rate = 0.0
         self._nonfinite_in_a_row = 0
         # Optional callable checked at every epoch end (e.g. a wall-clock limit).
         self.stop_condition = None
@@ -217,14 +229,25 @@ class Trainer:
     def restore_or_initialize(self):
         """Resumes from the latest checkpoint, or starts afresh when there is none.
 
+        With `checkpoints/` gone but `best/` present the run resumes from the best
+        checkpoint (a fresh start would overwrite it at its first epoch end).
+
         Raises:
             CheckpointError: if checkpoint files exist but cannot be used.
         """
         path = latest_checkpoint(os.path.join(self.model_dir, "checkpoints"))
         if path is None:
+            path = latest_checkpoint(os.path.join(self.model_dir, "best"))
+            if path is not None:
+                logging.warning(
+                    "%s/checkpoints holds no checkpoint but best/ does: resuming from %s.",
+                    self.model_dir,
+                    path,
+                )
+        if path is None:
             logging.info("No checkpoint in %s: starting afresh.", self.model_dir)
             return None
-        restore_checkpoint(self.checkpoint, path)
+        self._restore(path)
         self.optimizer.learning_rate.assign(self.state.learning_rate)
         logging.info(
             "Resumed from %s: step %d, epoch %d (+%d batches), learning rate %g.",
@@ -235,6 +258,18 @@ class Trainer:
             float(self.state.learning_rate.numpy()),
         )
         return path
+
+    def _restore(self, path):
+        if checkpoint_has(path, "schedule"):
+            restore_checkpoint(self.checkpoint, path)
+            return
+        # Written before the plateau schedule and the optimiser's previous rate were
+        # checkpointed: everything else must match; those two start from the state.
+        legacy = tf.train.Checkpoint(model=self.model, state=self.state)
+        restore_checkpoint(legacy, path)
+        restore_checkpoint(self.checkpoint, path, partial=True)
+        self.optimizer.previous_learning_rate.assign(self.state.learning_rate)
+        self.schedule.best.assign(self.state.best_valid_loss)
 
     def save(self, best=False):
         path = self.manager.save(checkpoint_number=self.state.step)
@@ -251,8 +286,8 @@ class Trainer:
             return "reached max_steps"
         if config.max_epochs and int(self.state.epoch.numpy()) >= config.max_epochs:
             return "reached max_epochs"
-        if float(self.state.learning_rate.numpy()) < config.min_learning_rate:
-            return f"learning rate fell below {config.min_learning_rate:g}"
+        if float(self.state.learning_rate.numpy()) <= config.min_learning_rate:
+            return f"learning rate reached the floor {config.min_learning_rate:g}"
         if self.stop_condition is not None and self.stop_condition():
             return "reached the time limit"
         return None
@@ -312,8 +347,12 @@ class Trainer:
             if self._train_step is None and self._accumulate_step is None:
                 self._build_steps(distributed.element_spec)
             stop_reason = self._train_epoch(epoch, distributed, steps_per_epoch, skip)
-            if stop_reason == "reached max_steps" and int(self.state.epoch_batches.numpy()):
-                self.save()
+            if stop_reason is not None:
+                # Stopped inside the epoch: validate, log and checkpoint as at an epoch
+                # end (the epoch stays open, so a resumed run finishes it).
+                batches = int(self.state.epoch_batches.numpy())
+                complete = bool(steps_per_epoch) and batches >= steps_per_epoch
+                last_valid = self._end_epoch(epoch, valid_dataset, complete=complete)
                 break
             last_valid = self._end_epoch(epoch, valid_dataset)
             stop_reason = self._should_stop()
@@ -377,6 +416,7 @@ class Trainer:
             if config.save_every_steps and step % config.save_every_steps == 0:
                 self.save()
             if config.max_steps and step >= config.max_steps:
+                self._epoch_train_rate = epoch_tokens / max(time.time() - epoch_start, 1e-9)
                 return "reached max_steps"
         if self.accumulators is not None and micro_batches % config.update_freq:
             # The epoch's last micro-batches still make one (smaller) update.
@@ -399,7 +439,9 @@ class Trainer:
         )
 
     # ------------------------------------------------------------- validation
-    def _end_epoch(self, epoch, valid_dataset):
+    def _end_epoch(self, epoch, valid_dataset, complete=True):
+        """Validates, logs and checkpoints; `complete=False` when training stops inside
+        the epoch (no annealing step then, as in fairseq, and the epoch stays open)."""
         results = {}
         improved_loss = False
         validation_seconds = None
@@ -411,22 +453,19 @@ class Trainer:
             improved_loss = loss < float(self.state.best_valid_loss.numpy())
             if improved_loss:
                 self.state.best_valid_loss.assign(loss)
-            if nll < float(self.state.best_valid_nll.numpy()):
-                self.state.best_valid_nll.assign(nll)
-            else:
-                # Validation perplexity stopped improving: shrink the learning rate.
-                new_rate = float(self.state.learning_rate.numpy()) * self.config.lr_shrink
-                self.state.learning_rate.assign(new_rate)
-                self.optimizer.learning_rate.assign(new_rate)
-        self.state.epoch.assign(epoch)
-        self.state.epoch_batches.assign(0)
+            self.state.best_valid_nll.assign(min(nll, float(self.state.best_valid_nll.numpy())))
+            if complete:
+                self._anneal(loss)
+        if complete:
+            self.state.epoch.assign(epoch)
+            self.state.epoch_batches.assign(0)
         self.save(best=improved_loss)
         step = int(self.state.step.numpy())
         if self.is_chief:
             self.summaries.histograms("train", step, self.model.trainable_variables)
         summary = (
             f"epoch {epoch:3d} | step {step} | lr {float(self.state.learning_rate.numpy()):.3g} | "
-            f"train {getattr(self, '_epoch_train_rate', 0.0):,.0f} tok/s"
+            f"train {self._epoch_train_rate:,.0f} tok/s"
         )
         if results:
             summary += (
@@ -440,9 +479,19 @@ class Trainer:
         logging.info(summary)
         return results
 
+    def _anneal(self, valid_loss):
+        rate = float(self.state.learning_rate.numpy())
+        new_rate = self.schedule.step(valid_loss, rate)
+        if new_rate != rate:
+            # The optimiser rescales its velocity to the new rate at the next update.
+            self.state.learning_rate.assign(new_rate)
+            self.optimizer.learning_rate.assign(new_rate)
+            logging.info("Validation loss did not improve: learning rate %g -> %g.", rate, new_rate)
+
     def _search_fn(self):
         if self._search is None:
-            self._search = best_hypothesis_function(self.model, self.config.valid_beam_size)
+            search_config = SearchConfig(beam_size=max(self.config.valid_beam_size, 1))
+            self._search = best_hypothesis_function(self.model, search_config)
         return self._search
 
     def validate(self, valid_dataset):
@@ -487,7 +536,7 @@ class Trainer:
         return results
 
     def _evaluate_fn(self):
-        if getattr(self, "_evaluate", None) is None:
+        if self._evaluate is None:
             spec = tf.TensorSpec([None, None], tf.int32)
 
             @tf.function(input_signature=[spec, spec, spec])
@@ -539,23 +588,38 @@ class Trainer:
         """Writes the model and data configuration next to the checkpoints (chief only).
 
         Raises:
-            ValueError: if the directory already holds a run with another model config.
+            ValueError: if the directory already holds a run with another model config,
+                other prepared data or another vocabulary.
         """
         path = os.path.join(self.model_dir, "config.json")
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path) as f:
                 existing = json.load(f)
-            if existing.get("model") != run_config.get("model"):
-                raise ValueError(
-                    f"{path} describes another model than the flags ask for "
-                    f"(stored {existing.get('model')}, asked {run_config.get('model')}); use a "
-                    "new --model_dir or the original flags."
-                )
+            _check_same_run(path, existing, run_config)
         if self.is_chief:
             tf.io.gfile.makedirs(self.model_dir)
             with tf.io.gfile.GFile(path + ".tmp", "w") as f:
                 json.dump(run_config, f, indent=2, sort_keys=True)
             tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+# What a resumed run must share with the one that wrote the directory, and what the
+# flags change when it differs (run directories written before a key existed lack it).
+_RUN_IDENTITY = {
+    "model": "another model (--arch and the model flags)",
+    "data_fingerprint": "other prepared data (--data_dir and its preparation flags)",
+    "vocabulary_sha256": "another SentencePiece vocabulary",
+}
+
+
+def _check_same_run(path, existing, run_config):
+    for key, what in _RUN_IDENTITY.items():
+        if key in existing and key in run_config and existing[key] != run_config[key]:
+            raise ValueError(
+                f"{path} describes {what} than the flags ask for (stored {key}="
+                f"{existing[key]}, now {run_config[key]}): resuming would mix them. Use a new "
+                "--model_dir, or the original flags and data."
+            )
 
 
 def _pieces(tokenizer, ids):

@@ -1,0 +1,85 @@
+"""The one home of the beam-search settings and their defaults."""
+
+import dataclasses
+
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """How translations are searched for; the defaults are fairseq's `generate`.
+
+    Every caller (training's validation and test score, `pipelines.translate`,
+    `pipelines.evaluate`, exports and the SavedModel module) takes one of these, so a
+    checkpoint scores the same wherever it is decoded.
+
+    Attributes:
+        beam_size: Beam width `K` (1: greedy search).
+        nbest: Hypotheses returned per sentence (at most `beam_size`).
+        max_len_a: `a` of the maximum output length `a * source_length + b` (tokens
+            before `</s>`).
+        max_len_b: `b` of the maximum output length.
+        min_length: Minimum number of tokens before `</s>`.
+        length_penalty: `alpha` in `score / length ** alpha` (1: plain normalisation).
+        unk_penalty: Subtracted from the log-probability of `<unk>`.
+        dtype: Compute dtype of the matrix products, "float32" or "bfloat16" (weights
+            stay float32; softmax and scores float32).
+        xla: XLA-compile the decoder step.
+
+    Example:
+
+    >>> config = SearchConfig(beam_size=4, nbest=2)
+    >>> config.validate().max_length(source_length=12)
+    200
+    """
+
+    beam_size: int = 5
+    nbest: int = 1
+    max_len_a: float = 0.0
+    max_len_b: int = 200
+    min_length: int = 1
+    length_penalty: float = 1.0
+    unk_penalty: float = 0.0
+    dtype: str = "float32"
+    xla: bool = False
+
+    def validate(self, model_max_length=None):
+        """Raises ValueError naming the first setting that cannot work; returns self.
+
+        Args:
+            model_max_length: Output positions the model allows (`</s>` included), when
+                known: a `min_length` beyond it could never be met.
+        """
+        if self.beam_size < 1:
+            raise ValueError(f"--beam_size must be >= 1, got {self.beam_size}.")
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(
+                f"--nbest={self.nbest} must be between 1 and --beam_size={self.beam_size}."
+            )
+        if self.min_length < 0:
+            raise ValueError(f"--min_length must be >= 0, got {self.min_length}.")
+        if self.max_len_a < 0 or self.max_len_b < 0:
+            raise ValueError("--max_len_a and --max_len_b must be >= 0.")
+        if self.max_len_a == 0 and self.min_length > self.max_len_b:
+            # fairseq refuses min_len > max_len too ("please adjust these").
+            raise ValueError(
+                f"--min_length={self.min_length} exceeds the maximum output length "
+                f"--max_len_b={self.max_len_b} (with --max_len_a=0): no translation could "
+                "end; lower --min_length or raise the maximum."
+            )
+        if model_max_length is not None and self.min_length > model_max_length - 1:
+            raise ValueError(
+                f"--min_length={self.min_length} exceeds the model's longest output "
+                f"({model_max_length - 1} tokens before </s>)."
+            )
+        if self.dtype not in COMPUTE_DTYPES:
+            raise ValueError(f"dtype must be one of {COMPUTE_DTYPES}, got {self.dtype!r}.")
+        return self
+
+    def max_length(self, source_length):
+        """The maximum output length for a source of `source_length` tokens."""
+        return int(self.max_len_a * source_length + self.max_len_b)
+
+    def replace(self, **changes):
+        """A copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,50 @@
+"""The paper's annealing: shrink the learning rate when validation stops improving."""
+
+import tensorflow as tf
+
+
+class PlateauSchedule(tf.Module):
+    """fairseq's `reduce_lr_on_plateau` (PyTorch's `ReduceLROnPlateau`, mode "min").
+
+    At each epoch end the validation loss (the label-smoothed loss, fairseq's default
+    `--best-checkpoint-metric`) is compared with the best so far: it improves when it
+    is below `best * (1 - threshold)`; after more than `patience` epochs in a row
+    without improvement the learning rate is multiplied by `shrink`. Its state is
+    checkpointed with the run.
+
+    Args:
+        shrink: Factor applied to the learning rate (fairseq's `--lr-shrink`).
+        threshold: Relative improvement that counts (fairseq's `--lr-threshold`).
+        patience: Epochs without improvement tolerated before a shrink
+            (fairseq's `--lr-patience`).
+
+    Example:
+
+    >>> schedule = PlateauSchedule(shrink=0.1, threshold=1e-4, patience=0)
+    >>> [round(schedule.step(loss, 0.25), 6) for loss in (3.0, 2.9, 2.8999, 2.7)]
+    [0.25, 0.25, 0.025, 0.25]
+    """
+
+    def __init__(self, shrink=0.1, threshold=1e-4, patience=0):
+        super().__init__(name="plateau_schedule")
+        self.shrink = float(shrink)
+        self.threshold = float(threshold)
+        self.patience = int(patience)
+        self.best = tf.Variable(float("inf"), trainable=False, name="best")
+        self.bad_epochs = tf.Variable(0, dtype=tf.int64, trainable=False, name="bad_epochs")
+
+    def improves(self, metric):
+        """Whether `metric` counts as an improvement over the best so far."""
+        return metric < float(self.best.numpy()) * (1.0 - self.threshold)
+
+    def step(self, metric, learning_rate):
+        """Records an epoch's validation `metric`; returns the learning rate to use next."""
+        if self.improves(metric):
+            self.best.assign(metric)
+            self.bad_epochs.assign(0)
+            return learning_rate
+        self.bad_epochs.assign_add(1)
+        if int(self.bad_epochs.numpy()) <= self.patience:
+            return learning_rate
+        self.bad_epochs.assign(0)
+        return learning_rate * self.shrink
