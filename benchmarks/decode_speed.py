@@ -82,11 +82,12 @@ def main(argv):
 
     from convs2s_tf.data.pipeline import make_eval_dataset  # noqa: F401 (registers ops)
     from convs2s_tf.data.prepare import PreparedData
-    from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
+    from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.decoding.translator import Translator
     from convs2s_tf.evaluation import corpus_scores
     from convs2s_tf.export import TranslationModule, export_translator, latest_version_dir
-    from convs2s_tf.training.loading import load_trained_model
+    from convs2s_tf.runs import load_trained_model
+    from tests.helpers.recompute_search import recompute_beam_search
 
     search = SearchConfig(max_len_a=1.2, max_len_b=10)
     model, tokenizer, checkpoint, run_config = load_trained_model(FLAGS.model_dir)
@@ -134,10 +135,7 @@ def main(argv):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def recompute(text):
-        output = beam_search(
-            model, module.encode_text(text), incremental=False, **search_kwargs(search)
-        )
-        return output.tokens
+        return recompute_beam_search(model, module.encode_text(text), search).tokens
 
     recomputed, _ = _throughput(
         lambda batch: list(recompute(tf.constant(batch))), subset, FLAGS.batch_size

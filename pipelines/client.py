@@ -11,12 +11,18 @@ import sys
 
 from absl import app, flags
 
+from pipelines import cli
+from pipelines import flags as pipeline_flags
+
 flags.DEFINE_string("server", "127.0.0.1:8500", "host:port of the gRPC PredictionService.")
 flags.DEFINE_string("model_name", None, "Model name (ModelSpec.name).")
 flags.DEFINE_string("signature_name", "serving_default", "Signature to call.")
 flags.DEFINE_float("timeout", 30.0, "Seconds before the request fails.")
 flags.mark_flag_as_required("model_name")
 FLAGS = flags.FLAGS
+# The shared flags are defined too so that an experiment's flagfile is accepted; the
+# flags above, defined here, are this pipeline's key flags.
+pipeline_flags.declare_key_flags()
 
 
 def predict(stub, model_name, texts, signature_name="serving_default", timeout=30.0):
@@ -56,4 +62,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -5,7 +5,9 @@
         --source=test.en --reference=test.de --json
 
 Translates --source (or the prepared --split of --data_dir) with --model_dir's checkpoint
-or --saved_model and scores it against --reference (or the split's references).
+or --saved_model and scores it against --reference (or the split's references). Files are
+read as by training's test score (lines end at "\\n" only; invalid UTF-8 becomes U+FFFD),
+so the default flags score a run's test split exactly as pipelines.train did.
 """
 
 import json
@@ -14,23 +16,34 @@ import sys
 
 from absl import app, flags
 
+from convs2s_tf.data.text_files import read_lines
+from pipelines import cli
 from pipelines import flags as pipeline_flags
-from pipelines.inference import translator_from_flags
+from pipelines.inference import search_config_from_flags, translator_from_flags
 
 FLAGS = flags.FLAGS
-pipeline_flags.define_all_flags()
+pipeline_flags.declare_key_flags(
+    pipeline_flags.RUN,
+    pipeline_flags.CHECKPOINT,
+    pipeline_flags.INFERENCE,
+    pipeline_flags.SEARCH,
+    pipeline_flags.EVALUATE,
+    also=("data_dir",),
+)
 
 
-def _lines(path, what):
-    if not os.path.exists(path):
+def _check_exists(path, what):
+    if not os.path.isfile(path):
         raise app.UsageError(f"{what} file {path} does not exist.")
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", errors="replace").splitlines()
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.batch_size < 1:
+        raise app.UsageError("--batch_size must be >= 1.")
+    # Only the best hypothesis is scored: --nbest plays no part.
+    search_config = search_config_from_flags(with_nbest=False)
     if bool(FLAGS.source) != bool(FLAGS.reference):
         raise app.UsageError("--source and --reference go together.")
     if FLAGS.source:
@@ -41,8 +54,10 @@ def main(argv):
         if not FLAGS.data_dir:
             raise app.UsageError("Give --source and --reference, or --data_dir and --split.")
         source_path, reference_path = PreparedData.load(FLAGS.data_dir).split_paths(FLAGS.split)
-    sources = _lines(source_path, "--source")
-    references = _lines(reference_path, "--reference")
+    _check_exists(source_path, "--source")
+    _check_exists(reference_path, "--reference")
+    sources = read_lines(source_path, invalid_utf8="replace")
+    references = read_lines(reference_path, invalid_utf8="replace")
     if len(sources) != len(references):
         raise app.UsageError(
             f"{source_path} has {len(sources)} lines but {reference_path} has "
@@ -50,11 +65,18 @@ def main(argv):
         )
     from convs2s_tf.evaluation import corpus_scores
 
-    translator = translator_from_flags()
-    hypotheses = []
-    for start in range(0, len(sources), FLAGS.batch_size):
-        batch = sources[start : start + FLAGS.batch_size]
-        hypotheses += [h[0][0] for h in translator.translate(batch)]
+    translator = translator_from_flags(search_config)
+    try:
+        # The batches of Translator.translate_all, written out: a TokenIdsTranslator (an
+        # imported model's export) has `translate` only.
+        hypotheses = []
+        for start in range(0, len(sources), FLAGS.batch_size):
+            batch = sources[start : start + FLAGS.batch_size]
+            hypotheses += [h[0][0] for h in translator.translate(batch)]
+    except ValueError as error:
+        # The search settings a sentence cannot meet (e.g. --min_length beyond its
+        # maximum output length); the Translator's message names the flags.
+        raise app.UsageError(str(error)) from error
     scores = corpus_scores(hypotheses, references)
     scores.update(sentences=len(sources), source=source_path, reference=reference_path)
     if FLAGS.json:
@@ -68,4 +90,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -17,10 +17,18 @@ import os
 
 from absl import app, flags
 
+from pipelines import cli
 from pipelines import flags as pipeline_flags
+from pipelines.inference import (
+    check_search_fits_model,
+    load_model_from_flags,
+    search_config_from_flags,
+)
 
 FLAGS = flags.FLAGS
-pipeline_flags.define_all_flags()
+pipeline_flags.declare_key_flags(
+    pipeline_flags.RUN, pipeline_flags.CHECKPOINT, pipeline_flags.SEARCH, pipeline_flags.EXPORT
+)
 
 
 def main(argv):
@@ -28,19 +36,11 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     if not FLAGS.model_dir:
         raise app.UsageError("--model_dir is required.")
-    try:
-        search_options = pipeline_flags.search_options_from_flags()
-    except flags.ValidationError as error:
-        raise app.UsageError(str(error))
+    # translate_nbest returns the whole beam: --nbest plays no part in an export.
+    search_config = search_config_from_flags(with_nbest=False)
     from convs2s_tf.export import export_translator
-    from convs2s_tf.training.loading import load_trained_model
 
-    model, tokenizer, checkpoint, run_config = load_trained_model(
-        FLAGS.model_dir,
-        FLAGS.checkpoint,
-        sentencepiece_model=FLAGS.sentencepiece_model,
-        compute_dtype=FLAGS.inference_dtype,
-    )
+    model, tokenizer, checkpoint, run_config = load_model_from_flags(search_config)
     if tokenizer is None:
         raise app.UsageError(
             "This run has no SentencePiece model; give --sentencepiece_model to export text "
@@ -49,19 +49,21 @@ def main(argv):
     export_dir = FLAGS.export_dir or os.path.join(
         "saved_models", os.path.basename(os.path.normpath(FLAGS.model_dir))
     )
+    check_search_fits_model(search_config, model)
     if getattr(tokenizer, "pretokenized", False):
         # An imported fairseq model without SentencePiece: token ids in and out.
         from convs2s_tf.interop import run_dictionaries
         from convs2s_tf.interop.token_export import export_ids_translator
 
+        source_dict, target_dict = run_dictionaries(FLAGS.model_dir, run_config)
         version_dir = export_ids_translator(
-            model, export_dir, *run_dictionaries(FLAGS.model_dir, run_config), search_options
+            model, export_dir, source_dict, target_dict, search_config
         )
     else:
-        version_dir = export_translator(model, tokenizer, export_dir, search_options)
+        version_dir = export_translator(model, tokenizer, export_dir, search_config)
     print(f"Exported {checkpoint} to {version_dir}")
     return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

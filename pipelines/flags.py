@@ -1,11 +1,18 @@
-"""Command-line flags shared by every pipeline, and their translation into library arguments.
+"""Command-line flags of the pipelines, in groups, and their translation into library
+arguments.
 
-Every pipeline calls `define_all_flags()`, so one flagfile (configs/*.cfg) serves
-prepare_data, train, export and translate alike. The functions turning flags into library
-arguments live here too, so that pipelines stay thin.
+Each group (data, prepare, batching, model, run, training, checkpoint, inference, search,
+translate, evaluate, export, import) is defined by one function here, with each flag's
+default and help text. Every pipeline defines all groups, so that one flagfile
+(configs/*.cfg) serves every pipeline (absl stops at an unknown flag in a flagfile), and
+declares the groups it reads as its key flags (`declare_key_flags`): its --help lists
+exactly those, --helpfull every flag. The functions turning flags into library arguments
+live here too, so that pipelines stay thin.
 """
 
+import functools
 import os
+import sys
 from typing import Any
 
 from absl import flags
@@ -14,15 +21,46 @@ from convs2s_tf.data.cleaning import CleaningConfig
 from convs2s_tf.data.prepare import PrepareConfig
 from convs2s_tf.data.sources import LOCAL, MULTI30K, WMT_DATASETS
 from convs2s_tf.data.text_files import INVALID_UTF8_POLICIES
+from convs2s_tf.decoding.search_config import COMPUTE_DTYPES, SearchConfig
+from convs2s_tf.decoding.translator import BATCH_SIZE
 
 FLAGS = flags.FLAGS
 
 TOKENIZED_CACHE_MODES = ("memory", "disk")
 CACHE_SUBDIR = "cache"
 
+# Flag groups.
+DATA = "data"
+PREPARE = "prepare"
+BATCHING = "batching"
+MODEL = "model"
+RUN = "run"
+TRAINING = "training"
+CHECKPOINT = "checkpoint"
+INFERENCE = "inference"
+SEARCH = "search"
+TRANSLATE = "translate"
+EVALUATE = "evaluate"
+EXPORT = "export"
+IMPORT = "import"
 
+# Group name -> the function defining its flags, in definition order.
+_GROUPS = {}
+
+
+def _flag_group(name):
+    """Registers the decorated function as the definition of flag group `name`."""
+
+    def register(define):
+        _GROUPS[name] = define
+        return define
+
+    return register
+
+
+@_flag_group(DATA)
 def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the corpus, preparation and input-pipeline flags (once; later calls no-op)."""
+    """Defines the corpus, cleaning and BPE flags (once; later calls no-op)."""
     if "data_dir" in flag_values:
         return
     # Corpus.
@@ -107,13 +145,26 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         lower_bound=0,
         flag_values=flag_values,
     )
+
+
+@_flag_group(PREPARE)
+def define_prepare_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.prepare_data besides the data flags."""
+    if "force_prepare" in flag_values:
+        return
     flags.DEFINE_bool(
         "force_prepare",
         False,
         "Prepare the data even if DATA_DIR is up to date with the corpus and flags.",
         flag_values=flag_values,
     )
-    # Input pipeline.
+
+
+@_flag_group(BATCHING)
+def define_batching_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the input-pipeline flags of training: batches, shuffling, caching."""
+    if "max_tokens" in flag_values:
+        return
     flags.DEFINE_integer(
         "max_tokens",
         4000,
@@ -127,22 +178,6 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         0,
         "At most this many sentences per batch (0: only the token budget limits).",
         lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_source_positions",
-        1024,
-        "Source positions of the model; longer training pairs are dropped and counted, "
-        "longer evaluation sources truncated (a sequence with </s> may have "
-        "max_source_positions - 2 tokens).",
-        lower_bound=3,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_target_positions",
-        1024,
-        "Target positions of the model; as --max_source_positions for the target side.",
-        lower_bound=3,
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
@@ -162,8 +197,10 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     )
 
 
+@_flag_group(MODEL)
 def define_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the architecture flags: a preset and optional per-field overrides."""
+    """Defines the architecture flags: a preset, optional per-field overrides and the
+    position tables' sizes."""
     if "arch" in flag_values:
         return
     from convs2s_tf.models import list_presets
@@ -226,6 +263,22 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "Add learned target positions (default on).",
         flag_values=flag_values,
     )
+    flags.DEFINE_integer(
+        "max_source_positions",
+        1024,
+        "Source positions of the model; longer training pairs are dropped and counted, "
+        "longer evaluation sources truncated (a sequence with </s> may have "
+        "max_source_positions - 2 tokens).",
+        lower_bound=3,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_target_positions",
+        1024,
+        "Target positions of the model; as --max_source_positions for the target side.",
+        lower_bound=3,
+        flag_values=flag_values,
+    )
 
 
 _MODEL_OVERRIDES = (
@@ -268,9 +321,23 @@ def model_config_from_flags(
     return config
 
 
+@_flag_group(RUN)
+def define_run_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines --model_dir, the run directory train writes and the others read."""
+    if "model_dir" in flag_values:
+        return
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "Run directory: checkpoints, config.json and TensorBoard events.",
+        flag_values=flag_values,
+    )
+
+
+@_flag_group(TRAINING)
 def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines the training flags (defaults: the paper's optimisation, section 4.2)."""
-    if "model_dir" in flag_values:
+    if "strategy" in flag_values:
         return
     from convs2s_tf.training import STRATEGIES
 
@@ -280,12 +347,6 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         bool: flags.DEFINE_bool,
         str: flags.DEFINE_string,
     }
-    flags.DEFINE_string(
-        "model_dir",
-        None,
-        "Run directory: checkpoints, config.json and TensorBoard events.",
-        flag_values=flag_values,
-    )
     flags.DEFINE_enum(
         "strategy",
         "mirrored",
@@ -319,7 +380,9 @@ _TRAINING_FLAGS = (
     ("clip_norm", 0.1, "Renormalise gradients above this global norm (paper: 0.1; 0 = off)."),
     ("label_smoothing", 0.1, "Label smoothing epsilon (0 = plain cross-entropy)."),
     ("lr_shrink", 0.1, "Learning-rate factor after an epoch without validation improvement."),
-    ("min_learning_rate", 1e-4, "Stop once the learning rate falls below this."),
+    ("lr_threshold", 1e-4, "Relative validation-loss improvement that counts (fairseq's)."),
+    ("lr_patience", 0, "Epochs without improvement tolerated before a shrink."),
+    ("min_learning_rate", 1e-4, "Stop once the learning rate is at or below this."),
     ("max_epochs", 0, "Stop after this many epochs (0: no limit)."),
     ("max_steps", 0, "Stop after this many updates (0: no limit)."),
     ("update_freq", 1, "Batches accumulated per update (emulates update_freq x larger batches)."),
@@ -349,17 +412,11 @@ def training_config_from_flags(flag_values: flags.FlagValues = FLAGS):
         raise flags.ValidationError(f"Invalid training flags: {error}") from None
 
 
-def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """Defines the export, translation and evaluation flags."""
-    if "saved_model" in flag_values:
+@_flag_group(CHECKPOINT)
+def define_checkpoint_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags choosing the checkpoint and tokenizer a model is loaded with."""
+    if "checkpoint" in flag_values:
         return
-    flags.DEFINE_string(
-        "saved_model",
-        None,
-        "Translate with this SavedModel (a version directory, or a base directory whose "
-        "newest version is used) instead of --model_dir's checkpoint.",
-        flag_values=flag_values,
-    )
     flags.DEFINE_string(
         "checkpoint",
         None,
@@ -375,63 +432,105 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "and out); without one such a model reads and writes space-separated tokens.",
         flag_values=flag_values,
     )
+
+
+@_flag_group(INFERENCE)
+def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags shared by the pipelines that translate text: translate, evaluate."""
+    if "saved_model" in flag_values:
+        return
     flags.DEFINE_string(
-        "export_dir",
+        "saved_model",
         None,
-        "Export base directory, e.g. saved_models/multi30k_en_de: each export writes the "
-        "next version under it (TF Serving layout).",
+        "Translate with this SavedModel (a version directory, or a base directory whose "
+        "newest version is used) instead of --model_dir's checkpoint.",
         flag_values=flag_values,
     )
-    flags.DEFINE_integer("beam_size", 5, "Beam width (1: greedy search).", flag_values=flag_values)
     flags.DEFINE_integer(
-        "batch_size", 64, "Sentences translated per batch.", flag_values=flag_values
+        "batch_size", BATCH_SIZE, "Sentences translated per batch.", flag_values=flag_values
     )
+
+
+# Flag -> the `SearchConfig` field it sets. All but --nbest are the search group, fixed
+# in an export; --nbest, which only pipelines.translate reads, is the translate group.
+SEARCH_FLAG_FIELDS = {
+    "beam_size": "beam_size",
+    "nbest": "nbest",
+    "max_len_a": "max_len_a",
+    "max_len_b": "max_len_b",
+    "min_length": "min_length",
+    "length_penalty": "length_penalty",
+    "unk_penalty": "unk_penalty",
+    "inference_dtype": "dtype",
+    "xla_decode": "xla",
+}
+
+
+@_flag_group(SEARCH)
+def define_search_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the beam-search flags; their defaults are `SearchConfig`'s."""
+    if "beam_size" in flag_values:
+        return
+    defaults = SearchConfig()
     flags.DEFINE_integer(
-        "nbest",
-        1,
-        "Hypotheses written per sentence (at most --beam_size).",
-        flag_values=flag_values,
+        "beam_size", defaults.beam_size, "Beam width (1: greedy search).", flag_values=flag_values
     )
     flags.DEFINE_float(
         "max_len_a",
-        0.0,
+        defaults.max_len_a,
         "Maximum output length a * source_length + b: a (paper: 0).",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "max_len_b",
-        200,
+        defaults.max_len_b,
         "Maximum output length a * source_length + b: b (paper: 200).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "min_length",
+        defaults.min_length,
+        "Minimum number of tokens before </s>.",
         flag_values=flag_values,
     )
     flags.DEFINE_float(
         "length_penalty",
-        1.0,
+        defaults.length_penalty,
         "alpha in score / length ** alpha (1: plain normalisation).",
         flag_values=flag_values,
     )
     flags.DEFINE_float(
         "unk_penalty",
-        0.0,
+        defaults.unk_penalty,
         "Subtracted from the log-probability of <unk>.",
         flag_values=flag_values,
     )
-    flags.DEFINE_integer(
-        "min_length", 1, "Minimum number of tokens before </s>.", flag_values=flag_values
-    )
     flags.DEFINE_enum(
         "inference_dtype",
-        "float32",
-        ["float32", "bfloat16"],
+        defaults.dtype,
+        list(COMPUTE_DTYPES),
         "Compute dtype of translation from a checkpoint and of exports: bfloat16 runs the "
         "matrix products in bfloat16 (weights stay float32; softmax and scores float32).",
         flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "xla_decode",
-        False,
+        defaults.xla,
         "XLA-compile the decoder step (sources padded to a multiple of 16 tokens; finished "
         "sentences stay in the batch so shapes stay static).",
+        flag_values=flag_values,
+    )
+
+
+@_flag_group(TRANSLATE)
+def define_translate_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.translate: input, output, n-best lists, attention."""
+    if "nbest" in flag_values:
+        return
+    flags.DEFINE_integer(
+        "nbest",
+        SearchConfig().nbest,
+        "Hypotheses written per sentence (at most --beam_size).",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -449,6 +548,13 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "Write one attention heatmap PNG per sentence here (tokens on the axes).",
         flag_values=flag_values,
     )
+
+
+@_flag_group(EVALUATE)
+def define_evaluate_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.evaluate: what is scored, and how it is printed."""
+    if "source" in flag_values:
+        return
     flags.DEFINE_string(
         "source", None, "pipelines.evaluate: source file to translate.", flag_values=flag_values
     )
@@ -470,26 +576,47 @@ def define_inference_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     )
 
 
-def search_options_from_flags(flag_values: flags.FlagValues = FLAGS) -> dict[str, Any]:
-    """Beam-search options of `TranslationModule` set by the inference flags."""
-    if flag_values.beam_size < 1:
-        raise flags.ValidationError(f"--beam_size must be >= 1, got {flag_values.beam_size}.")
-    if not 1 <= flag_values.nbest <= flag_values.beam_size:
-        raise flags.ValidationError(
-            f"--nbest={flag_values.nbest} must be between 1 and --beam_size="
-            f"{flag_values.beam_size}."
-        )
-    return {
-        "beam_size": flag_values.beam_size,
-        "max_len_a": flag_values.max_len_a,
-        "max_len_b": flag_values.max_len_b,
-        "length_penalty": flag_values.length_penalty,
-        "unk_penalty": flag_values.unk_penalty,
-        "min_length": flag_values.min_length,
-        "jit_compile_step": flag_values.xla_decode,
-    }
+@_flag_group(EXPORT)
+def define_export_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.export besides the run, checkpoint and search."""
+    if "export_dir" in flag_values:
+        return
+    flags.DEFINE_string(
+        "export_dir",
+        None,
+        "Export base directory, e.g. saved_models/multi30k_en_de: each export writes the "
+        "next version under it (TF Serving layout).",
+        flag_values=flag_values,
+    )
 
 
+def search_config_from_flags(
+    flag_values: flags.FlagValues = FLAGS, *, with_nbest: bool = True
+) -> SearchConfig:
+    """The validated `SearchConfig` of the search flags (and --nbest).
+
+    Args:
+        flag_values: The parsed flags.
+        with_nbest: False for the pipelines that ignore --nbest (evaluate scores the best
+            hypothesis, an export returns the whole beam): `nbest` keeps its default.
+
+    Raises:
+        flags.ValidationError: naming the first setting that cannot work.
+    """
+    config = SearchConfig(
+        **{
+            field: flag_values[name].value
+            for name, field in SEARCH_FLAG_FIELDS.items()
+            if with_nbest or name != "nbest"
+        }
+    )
+    try:
+        return config.validate()
+    except ValueError as error:
+        raise flags.ValidationError(str(error)) from None
+
+
+@_flag_group(IMPORT)
 def define_import_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines the flags of pipelines.import_fairseq (besides --checkpoint and
     --sentencepiece_model)."""
@@ -520,11 +647,48 @@ def define_import_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def define_all_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines every flag of every pipeline (so one flagfile serves all of them)."""
-    define_data_flags(flag_values)
-    define_model_flags(flag_values)
-    define_training_flags(flag_values)
-    define_inference_flags(flag_values)
-    define_import_flags(flag_values)
+    for define in _GROUPS.values():
+        define(flag_values)
+
+
+@functools.cache
+def group_flags(group: str) -> tuple[str, ...]:
+    """The names of the flags of `group` (one of DATA, PREPARE, ...), in definition order."""
+    flag_values = flags.FlagValues()
+    _GROUPS[group](flag_values)
+    return tuple(flag_values)
+
+
+_VERBOSITY_HELP = (
+    "Logging verbosity: -1 (the pipelines' default) shows warnings and errors only, 0 adds "
+    "INFO logs and, given on the command line, TensorFlow's start-up messages; 1 DEBUG."
+)
+
+
+def declare_key_flags(
+    *groups: str, also: tuple[str, ...] = (), flag_values: flags.FlagValues = FLAGS
+) -> None:
+    """Defines every flag, and declares the flags the calling pipeline reads as its key
+    flags: the ones its --help lists (--helpfull lists all).
+
+    Args:
+        *groups: The flag groups the pipeline reads (DATA, MODEL, SEARCH, ...).
+        also: Single flags it reads from other groups (e.g. evaluate's --data_dir).
+        flag_values: Where the flags are defined.
+    """
+    define_all_flags(flag_values)
+    caller = sys._getframe(1).f_globals["__name__"]
+    # absl files the main module's key flags under sys.argv[0], where --help looks them
+    # up (FlagValues.main_module_help).
+    module_name = sys.argv[0] if caller == "__main__" else caller
+    names = [name for group in groups for name in group_flags(group)] + list(also)
+    if "verbosity" in flag_values:
+        # Every pipeline honours it (pipelines.cli, pipelines.console); absl's own help
+        # describes app.run's INFO default, which the pipelines lower to WARNING.
+        flag_values["verbosity"].help = _VERBOSITY_HELP
+        names.append("verbosity")
+    for name in names:
+        flag_values.register_key_flag_for_module(module_name, flag_values[name])
 
 
 def _require_data_dir(flag_values: flags.FlagValues) -> str:

@@ -13,10 +13,11 @@ text. Reading the checkpoint needs PyTorch (`pip install torch==2.13.0`).
 
 from absl import app, flags
 
+from pipelines import cli
 from pipelines import flags as pipeline_flags
 
 FLAGS = flags.FLAGS
-pipeline_flags.define_all_flags()
+pipeline_flags.declare_key_flags(pipeline_flags.CHECKPOINT, pipeline_flags.IMPORT)
 
 
 def main(argv):
@@ -29,18 +30,17 @@ def main(argv):
     ]
     if missing:
         raise app.UsageError(f"Missing required flags: --{', --'.join(missing)}.")
-    from convs2s_tf.interop.fairseq_fconv import FairseqImportError, convert_checkpoint
+    from convs2s_tf.interop.fairseq_fconv import convert_checkpoint
 
-    try:
-        result = convert_checkpoint(
-            FLAGS.checkpoint,
-            FLAGS.source_dict,
-            FLAGS.target_dict,
-            FLAGS.output_dir,
-            sentencepiece_model=FLAGS.sentencepiece_model,
-        )
-    except (FileNotFoundError, FairseqImportError, ValueError) as error:
-        raise app.UsageError(str(error))
+    # Missing files and unusable checkpoints or dictionaries (FileNotFoundError,
+    # FairseqImportError, DictionaryError) are reported by pipelines.cli.
+    result = convert_checkpoint(
+        FLAGS.checkpoint,
+        FLAGS.source_dict,
+        FLAGS.target_dict,
+        FLAGS.output_dir,
+        sentencepiece_model=FLAGS.sentencepiece_model,
+    )
     model = result.run_config["model"]
     print(
         f"Converted {FLAGS.checkpoint} ({result.architecture}: encoder "
@@ -51,4 +51,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

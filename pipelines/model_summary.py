@@ -1,25 +1,36 @@
-"""Prints the parameter count per component of a ConvS2S architecture.
+"""Prints the parameter count per component of the ConvS2S architecture the flags describe.
 
-python -m pipelines.model_summary --preset=wmt_en_de --vocab_size=40000
+    python -m pipelines.model_summary --arch=wmt_en_de --vocab_size=40000
+    python -m pipelines.model_summary --flagfile=configs/wmt14_en_de.cfg
+
+The model flags as pipelines.train reads them: --arch (alias --preset) and its
+overrides, the joint vocabulary --vocab_size and the position tables.
 """
 
 from absl import app, flags
 
-from convs2s_tf.models import ConvS2S, format_summary, list_presets
+from pipelines import cli
+from pipelines import flags as pipeline_flags
 
-flags.DEFINE_enum("preset", "iwslt_de_en", list_presets(), "Architecture preset.")
-flags.DEFINE_integer("source_vocab_size", 8000, "Source vocabulary size.")
-flags.DEFINE_integer("target_vocab_size", 8000, "Target vocabulary size.")
 FLAGS = flags.FLAGS
+pipeline_flags.declare_key_flags(pipeline_flags.MODEL, also=("vocab_size",))
+# The name --arch had here before this pipeline read the shared model flags.
+flags.DEFINE_alias("preset", "arch")
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    model = ConvS2S.from_preset(FLAGS.preset, FLAGS.source_vocab_size, FLAGS.target_vocab_size)
-    print(f"{FLAGS.preset} ({FLAGS.source_vocab_size} -> {FLAGS.target_vocab_size} tokens)")
-    print(format_summary(model))
+    from convs2s_tf.models import ConvS2S, format_summary
+
+    try:
+        config = pipeline_flags.model_config_from_flags(FLAGS.vocab_size)
+    except flags.ValidationError as error:
+        raise app.UsageError(str(error)) from None
+    print(f"{FLAGS.arch} ({FLAGS.vocab_size} -> {FLAGS.vocab_size} tokens)")
+    print(format_summary(ConvS2S(**config)))
+    return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -8,41 +8,23 @@ flags does nothing. Prints the summary's headline figures; the full summary is
 DATA_DIR/summary.json.
 """
 
-import sys
+from absl import app
 
-from absl import app, logging
-
-from convs2s_tf.data.errors import (
-    CorpusFileNotFoundError,
-    DatasetUnavailableError,
-    InvalidUtf8Error,
-    LineCountMismatchError,
-)
 from convs2s_tf.data.prepare import prepare_data
+from pipelines import cli
 from pipelines import flags as pipeline_flags
 
 FLAGS = pipeline_flags.FLAGS
-pipeline_flags.define_all_flags()
-
-# Corpus problems the user can fix: reported as one message, without a traceback.
-_CORPUS_ERRORS = (
-    CorpusFileNotFoundError,
-    LineCountMismatchError,
-    InvalidUtf8Error,
-    DatasetUnavailableError,
-)
+pipeline_flags.declare_key_flags(pipeline_flags.DATA, pipeline_flags.PREPARE)
 
 
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     config = pipeline_flags.prepare_config_from_flags()
-    try:
-        result = prepare_data(config, force=FLAGS.force_prepare)
-    except _CORPUS_ERRORS as error:
-        logging.error("%s", error)
-        print(f"prepare_data: error: {error}", file=sys.stderr)
-        return 1
+    # Corpus problems the user can fix (a missing file, unequal line counts, invalid
+    # UTF-8, an unavailable dataset) are reported by pipelines.cli in one line.
+    result = prepare_data(config, force=FLAGS.force_prepare)
     summary = result.summary
     state = "up to date, nothing done" if result.reused else "prepared"
     print(
@@ -60,4 +42,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -10,6 +10,9 @@ same protocol, the newest version under --model_base_path. Binds 127.0.0.1 unles
 
 from absl import app, flags, logging
 
+from pipelines import cli
+from pipelines import flags as pipeline_flags
+
 flags.DEFINE_string("model_base_path", None, "Directory holding <version>/ SavedModels.")
 flags.DEFINE_string("model_name", None, "Model name clients put in ModelSpec.name.")
 flags.DEFINE_string("host", "127.0.0.1", "Address to bind (127.0.0.1: this machine only).")
@@ -17,6 +20,9 @@ flags.DEFINE_integer("port", 8500, "gRPC port (TF Serving's default is 8500; 0: 
 flags.DEFINE_integer("max_workers", 8, "Requests handled concurrently.")
 flags.mark_flags_as_required(["model_base_path", "model_name"])
 FLAGS = flags.FLAGS
+# The shared flags are defined too so that an experiment's flagfile is accepted; the
+# flags above, defined here, are this pipeline's key flags.
+pipeline_flags.declare_key_flags()
 
 
 def main(argv):
@@ -24,10 +30,8 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     from convs2s_tf.serving import ServableModel, create_server, serve_until_signal
 
-    try:
-        servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path)
-    except FileNotFoundError as error:
-        raise app.UsageError(str(error))
+    # A missing --model_base_path (FileNotFoundError) is reported by pipelines.cli.
+    servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path)
     server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers)
     # One parseable line, for scripts and tests that start the server.
     print(f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port}", flush=True)
@@ -38,4 +42,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

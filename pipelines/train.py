@@ -9,14 +9,19 @@ reports BLEU. Re-running the same command resumes from the last checkpoint. Watc
 with `tensorboard --logdir=MODEL_DIR`.
 """
 
-import sys
-
 from absl import app, flags, logging
 
+from pipelines import cli
 from pipelines import flags as pipeline_flags
 
 FLAGS = flags.FLAGS
-pipeline_flags.define_all_flags()
+pipeline_flags.declare_key_flags(
+    pipeline_flags.DATA,
+    pipeline_flags.BATCHING,
+    pipeline_flags.MODEL,
+    pipeline_flags.RUN,
+    pipeline_flags.TRAINING,
+)
 
 
 def main(argv):
@@ -24,30 +29,14 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     if not FLAGS.model_dir:
         raise app.UsageError("--model_dir is required.")
-    from convs2s_tf.data.errors import (
-        CorpusFileNotFoundError,
-        DatasetUnavailableError,
-        InvalidUtf8Error,
-        LineCountMismatchError,
-    )
     from convs2s_tf.data.prepare import prepare_data
-    from convs2s_tf.training import CheckpointError, TrainingDivergedError
     from convs2s_tf.training.run import run_training
 
-    try:
-        training_config = pipeline_flags.training_config_from_flags()
-        prepared = prepare_data(pipeline_flags.prepare_config_from_flags())
-        model_config = pipeline_flags.model_config_from_flags(prepared.summary["vocab_size"])
-    except flags.ValidationError as error:
-        raise app.UsageError(str(error))
-    except (
-        CorpusFileNotFoundError,
-        DatasetUnavailableError,
-        InvalidUtf8Error,
-        LineCountMismatchError,
-    ) as error:
-        print(f"train: error: {error}", file=sys.stderr)
-        return 1
+    # Invalid flags (flags.ValidationError), corpus problems, unusable checkpoints and a
+    # diverged run are reported by pipelines.cli in one line.
+    training_config = pipeline_flags.training_config_from_flags()
+    prepared = prepare_data(pipeline_flags.prepare_config_from_flags())
+    model_config = pipeline_flags.model_config_from_flags(prepared.summary["vocab_size"])
     hparams = {
         **{k: v for k, v in model_config.items() if k != "decoder_attention"},
         **{k: v for k, v in vars(training_config).items()},
@@ -67,13 +56,12 @@ def main(argv):
             test_beam_size=FLAGS.test_beam_size,
             hparams=hparams,
         )
-    except (CheckpointError, TrainingDivergedError, ValueError) as error:
-        logging.error("%s", error)
-        print(f"train: error: {error}", file=sys.stderr)
-        return 1
+    except ValueError as error:
+        # A run directory of another model or vocabulary than the flags describe.
+        raise app.UsageError(str(error)) from error
     logging.info("Done: %s", result)
     return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -6,7 +6,9 @@
 
 Reads one sentence per line (stdin or --input) and writes one translation per line
 (stdout or --output); with --nbest > 1, `index ||| translation ||| score` lines. A
-progress bar is shown when writing to a file.
+progress bar is shown when writing to a file. Lines end at "\\n" only (a trailing "\\r"
+is dropped), so a U+2028 or form feed inside a sentence never shifts the output against
+the input; invalid UTF-8 becomes U+FFFD.
 """
 
 import os
@@ -14,23 +16,25 @@ import sys
 
 from absl import app, flags
 
+from convs2s_tf.data.text_files import read_lines, split_lines
+from pipelines import cli
 from pipelines import flags as pipeline_flags
-from pipelines.inference import translator_from_flags
+from pipelines.inference import search_config_from_flags, translator_from_flags
 
 FLAGS = flags.FLAGS
-pipeline_flags.define_all_flags()
+pipeline_flags.declare_key_flags(
+    pipeline_flags.RUN,
+    pipeline_flags.CHECKPOINT,
+    pipeline_flags.INFERENCE,
+    pipeline_flags.SEARCH,
+    pipeline_flags.TRANSLATE,
+)
 
 
 def _read_lines(path):
     if path:
-        if not os.path.exists(path):
-            raise app.UsageError(f"--input file {path} does not exist.")
-        with open(path, "rb") as f:
-            data = f.read()
-    else:
-        data = sys.stdin.buffer.read()
-    # Invalid UTF-8 is replaced (U+FFFD) rather than failing the whole file.
-    return data.decode("utf-8", errors="replace").splitlines()
+        return read_lines(path, invalid_utf8="replace")
+    return split_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace"))
 
 
 def main(argv):
@@ -38,8 +42,13 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     if FLAGS.batch_size < 1:
         raise app.UsageError("--batch_size must be >= 1.")
+    # A SavedModel's beam is its own: --nbest is checked against it once it is loaded.
+    search_config = search_config_from_flags(with_nbest=not FLAGS.saved_model)
+    # Checked before the model loads, which takes seconds.
+    if FLAGS.input and not os.path.isfile(FLAGS.input):
+        raise app.UsageError(f"--input file {FLAGS.input} does not exist.")
+    translator = translator_from_flags(search_config, FLAGS.nbest, bool(FLAGS.attention_dir))
     lines = _read_lines(FLAGS.input)
-    translator = translator_from_flags()
     output = open(FLAGS.output, "w", encoding="utf-8") if FLAGS.output else sys.stdout
     progress = None
     if FLAGS.output:
@@ -53,7 +62,7 @@ def main(argv):
             batch = lines[start : start + FLAGS.batch_size]
             if FLAGS.attention_dir:
                 _write_attention(translator, batch, start)
-            for offset, hypotheses in enumerate(translator.translate(batch, nbest=FLAGS.nbest)):
+            for offset, hypotheses in enumerate(_translate(translator, batch)):
                 if FLAGS.nbest == 1:
                     output.write(hypotheses[0][0] + "\n")
                 else:
@@ -67,10 +76,23 @@ def main(argv):
     return 0
 
 
+def _translate(translator, batch):
+    try:
+        return translator.translate(batch, nbest=FLAGS.nbest)
+    except ValueError as error:
+        # The search settings a sentence cannot meet (e.g. --min_length beyond its
+        # maximum output length); the Translator's message names the flags.
+        raise app.UsageError(str(error)) from error
+
+
 def _write_attention(translator, batch, start):
     from convs2s_tf.visualization import attention_heatmap_png
 
-    for offset, result in enumerate(translator.translate_with_attention(batch)):
+    try:
+        results = translator.translate_with_attention(batch)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from error
+    for offset, result in enumerate(results):
         png = attention_heatmap_png(
             result["attention"], result["source_pieces"], result["target_pieces"]
         )
@@ -80,4 +102,4 @@ def _write_attention(translator, batch, start):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

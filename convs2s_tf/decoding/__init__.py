@@ -2,11 +2,13 @@
 
 from convs2s_tf.decoding.beam_search import (
     MIN_LENGTH_ERROR,
+    XLA_SOURCE_MULTIPLE,
     SearchOutput,
     beam_search,
     best_hypothesis_function,
     max_output_lengths,
     search_kwargs,
+    top_k_with_special_bias,
 )
 from convs2s_tf.decoding.search_config import SearchConfig
 
@@ -14,8 +16,10 @@ __all__ = [
     "MIN_LENGTH_ERROR",
     "SearchConfig",
     "SearchOutput",
+    "XLA_SOURCE_MULTIPLE",
     "beam_search",
     "best_hypothesis_function",
     "max_output_lengths",
     "search_kwargs",
+    "top_k_with_special_bias",
 ]

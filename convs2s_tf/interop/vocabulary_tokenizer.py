@@ -18,12 +18,11 @@ special tokens when they appear as text. It offers the methods of
 in place of a `Tokenizer`.
 """
 
-import os
-
 import tensorflow as tf
 
 from convs2s_tf import vocabulary
 from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
+from convs2s_tf.runs import RunDirectory
 
 _WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
 
@@ -161,14 +160,10 @@ def _string_sentencepiece(model_proto):
     return tokenizer
 
 
-def _resolve(model_dir, path):
-    return path if not path or os.path.isabs(path) else os.path.join(model_dir, path)
-
-
 def run_dictionaries(model_dir, run_config):
     """The paths of the source and target dict.txt of a run with token vocabularies."""
-    entry = run_config["vocabulary"]
-    return _resolve(model_dir, entry["source"]), _resolve(model_dir, entry["target"])
+    files = RunDirectory(model_dir).vocabulary_files(run_config)
+    return files.source, files.target
 
 
 def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
@@ -184,20 +179,20 @@ def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
         VocabularyError: The vocabularies do not match the model's sizes.
     """
 
-    entry = run_config["vocabulary"]
+    files = RunDirectory(model_dir).vocabulary_files(run_config)
     if sentencepiece_model is None:
-        sentencepiece_model = _resolve(model_dir, run_config.get("sentencepiece_model"))
+        sentencepiece_model = files.sentencepiece_model
     tokenizer = VocabularyTokenizer.from_files(
-        *run_dictionaries(model_dir, run_config), sentencepiece_model or None
+        files.source, files.target, sentencepiece_model or None
     )
     model = run_config["model"]
-    for side, size, expected in (
-        ("source", tokenizer.source_vocab_size, model["source_vocab_size"]),
-        ("target", tokenizer.vocab_size, model["target_vocab_size"]),
+    for side, path, size, expected in (
+        ("source", files.source, tokenizer.source_vocab_size, model["source_vocab_size"]),
+        ("target", files.target, tokenizer.vocab_size, model["target_vocab_size"]),
     ):
         if size != expected:
             raise VocabularyError(
-                f"The {side} vocabulary {entry[side]} of {model_dir} has {size} tokens but the "
+                f"The {side} vocabulary {path} of {model_dir} has {size} tokens but the "
                 f"model has {expected}."
             )
     return tokenizer

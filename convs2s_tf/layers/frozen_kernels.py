@@ -41,8 +41,15 @@ def frozen_kernels(model, kernels=None):
 
     Example:
 
+    >>> from convs2s_tf.decoding import beam_search
+    >>> from convs2s_tf.models import ConvS2S
+    >>> model = ConvS2S(20, 20, embed_dim=8, encoder_layers="[(8, 3)]",
+    ...                 decoder_layers="[(8, 3)]", decoder_out_embed_dim=8)
+    >>> model.build()
     >>> with frozen_kernels(model):
-    ...     output = beam_search(model, source)
+    ...     output = beam_search(model, tf.constant([[5, 6, 2]]), beam_size=2, max_len_b=4)
+    >>> output.tokens.shape[:2]
+    TensorShape([1, 1])
     """
     layers = weight_norm_layers(model)
     for layer in layers:

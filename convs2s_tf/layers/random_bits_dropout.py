@@ -12,10 +12,10 @@ class RandomBitsDropout(keras.layers.Layer):
     """Inverted dropout, as `keras.layers.Dropout`, at half its random-number cost.
 
     `keras.layers.Dropout` draws one float32 uniform per element (32 random bits and a
-    conversion); on a CPU its random-number generation was about 5% of a ConvS2S
-    training step. This layer draws one 32-bit word per two elements, reads it as two
-    16-bit integers and keeps an element when its integer is at or above the rate's
-    threshold, so the dropout rate is `rate` rounded to a multiple of `2**-16`. Kept
+    conversion), and on a CPU its random-number generation is a visible part of a
+    ConvS2S training step. This layer draws one 32-bit word per two elements, reads it
+    as two 16-bit integers and keeps an element when its integer is at or above the
+    rate's threshold, so the dropout rate is `rate` rounded to a multiple of `2**-16`. Kept
     elements are scaled by `1 / (1 - rounded rate)`, so expectations are preserved
     exactly. Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, and
     are checkpointed with it.

@@ -1,7 +1,9 @@
-"""ConvS2S model: encoder, decoder, the Keras model, presets and spec parsing."""
+"""ConvS2S model: blocks, encoder, decoder, the Keras model, presets and spec parsing."""
 
+from convs2s_tf.models.conv_block import ConvBlock
 from convs2s_tf.models.conv_decoder import ConvDecoder
 from convs2s_tf.models.conv_encoder import ConvEncoder
+from convs2s_tf.models.conv_stack import ConvStack
 from convs2s_tf.models.convs2s import ConvS2S
 from convs2s_tf.models.encoder_output import EncoderOutput
 from convs2s_tf.models.layer_spec import (
@@ -11,16 +13,26 @@ from convs2s_tf.models.layer_spec import (
     parse_attention_spec,
     parse_layer_spec,
 )
-from convs2s_tf.models.presets import get_preset, list_presets, register_preset
+from convs2s_tf.models.presets import (
+    fairseq_architectures,
+    fairseq_preset,
+    get_preset,
+    list_presets,
+    register_preset,
+)
 from convs2s_tf.models.summary import format_summary, parameter_counts
 
 __all__ = [
+    "ConvBlock",
     "ConvDecoder",
     "ConvEncoder",
     "ConvS2S",
+    "ConvStack",
     "EncoderOutput",
     "LayerSpec",
     "LayerSpecError",
+    "fairseq_architectures",
+    "fairseq_preset",
     "format_layer_spec",
     "format_summary",
     "get_preset",

@@ -5,25 +5,20 @@ import math
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import GLU, MultiStepAttention, RandomBitsDropout, WeightNormDense
-from convs2s_tf.models.conv_blocks import block_layers, build_blocks, embed, embedding_layers
-from convs2s_tf.models.layer_spec import (
-    format_layer_spec,
-    normalise_layer_spec,
-    parse_attention_spec,
-)
-from convs2s_tf.models.tracking import track_layers, tracked_layers
+from convs2s_tf.layers import WeightNormDense
+from convs2s_tf.models.conv_stack import ConvStack
 from convs2s_tf.vocabulary import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class ConvDecoder(keras.layers.Layer):
+class ConvDecoder(ConvStack):
     """The ConvS2S decoder: causal gated convolutions with multi-step attention.
 
     Follows the design document: `g` = token + position embedding with dropout (kept
-    for attention); `x = Linear(f -> c1)(g)`; per block a residual, dropout, a causal
-    convolution to `2 * c_out` channels, GLU, attention when the block has one, and
-    `(x + r) * sqrt(0.5)`; then `Linear(c_last -> f_out)`, dropout and the vocabulary
+    for attention); `x = Linear(f -> c1)(g)`; per block (`ConvBlock`, causal padding)
+    dropout, a convolution to `2 * c_out` channels, GLU, attention when the block has
+    one, and `(x + r) * sqrt(0.5)` with the residual `r` projected when widths differ;
+    then `Linear(c_last -> f_out)`, dropout and the vocabulary
     projection (or the transposed token table plus a bias when input and output
     embeddings are shared).
 
@@ -48,6 +43,7 @@ class ConvDecoder(keras.layers.Layer):
 
     Example:
 
+    >>> from convs2s_tf.models import ConvEncoder
     >>> decoder = ConvDecoder(vocab_size=20, embed_dim=8, layers="[(16,3)]*2")
     >>> encoder = ConvEncoder(vocab_size=20, embed_dim=8, layers="[(16,3)]*2")
     >>> logits = decoder(tf.constant([[2, 5, 6]]), encoder(tf.constant([[7, 8, 2]])))
@@ -69,94 +65,48 @@ class ConvDecoder(keras.layers.Layer):
         pad_id=PAD_ID,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.vocab_size = int(vocab_size)
-        self.embed_dim = int(embed_dim)
-        self.layer_spec = normalise_layer_spec(layers)
+        super().__init__(
+            vocab_size,
+            embed_dim,
+            layers,
+            dropout=dropout,
+            max_positions=max_positions,
+            use_positions=use_positions,
+            pad_id=pad_id,
+            padding="causal",
+            attention=attention,
+            **kwargs,
+        )
         self.out_embed_dim = int(out_embed_dim)
-        self.attention_spec = parse_attention_spec(attention, len(self.layer_spec))
-        self.dropout = float(dropout)
-        self.max_positions = int(max_positions)
-        self.use_positions = bool(use_positions)
         self.share_embeddings = bool(share_embeddings)
-        self.pad_id = int(pad_id)
         if self.share_embeddings and self.out_embed_dim != self.embed_dim:
             raise ValueError(
                 "Sharing the decoder's input and output embeddings needs out_embed_dim == "
                 f"embed_dim, got out_embed_dim={self.out_embed_dim} and "
                 f"embed_dim={self.embed_dim}."
             )
-        keep = 1.0 - self.dropout
-
-        self.token_embedding, self.position_embedding = embedding_layers(
-            self.vocab_size, self.embed_dim, self.max_positions, self.use_positions, self.pad_id
-        )
-        self.dropout_layer = RandomBitsDropout(self.dropout)
-        first_channels = self.layer_spec[0].channels
-        self.input_projection = WeightNormDense(
-            first_channels, stddev=math.sqrt(keep / self.embed_dim), name="input_projection"
-        )
-        widths, projections, convolutions = block_layers(self.layer_spec, self.dropout, "causal")
-        attentions = [
-            (
-                MultiStepAttention(layer.channels, self.embed_dim, name=f"attention_{index}")
-                if has_attention
-                else None
-            )
-            for index, (layer, has_attention) in enumerate(
-                zip(self.layer_spec, self.attention_spec)
-            )
-        ]
-        self.num_blocks = track_layers(self, "projection", projections)
-        track_layers(self, "convolution", convolutions)
-        track_layers(self, "attention", attentions)
-        self.block_widths = widths
-        self.block_input_widths = widths[:-1]
-        self.glu = GLU()
         self.hidden_projection = WeightNormDense(
-            self.out_embed_dim, stddev=math.sqrt(1.0 / widths[-1]), name="hidden_projection"
+            self.out_embed_dim,
+            stddev=math.sqrt(1.0 / self.layer_spec[-1].channels),
+            name="hidden_projection",
         )
         self.output_projection = (
             None
             if self.share_embeddings
             else WeightNormDense(
                 self.vocab_size,
-                stddev=math.sqrt(keep / self.out_embed_dim),
+                stddev=math.sqrt((1.0 - self.dropout) / self.out_embed_dim),
                 name="output_projection",
             )
         )
 
     @property
-    def projections(self):
-        return tracked_layers(self, "projection", self.num_blocks)
-
-    @property
-    def convolutions(self):
-        return tracked_layers(self, "convolution", self.num_blocks)
-
-    @property
-    def attentions(self):
-        return tracked_layers(self, "attention", self.num_blocks)
-
-    @property
     def num_attention_layers(self):
         return sum(self.attention_spec)
 
-    @property
-    def max_length(self):
-        """The longest decoder input the position table can embed."""
-        return self.max_positions - self.pad_id - 1
-
     def build(self, input_shape=None):
-        self.token_embedding.build((None, None))
-        if self.position_embedding is not None:
-            self.position_embedding.build((None, None))
-        self.input_projection.build((None, None, self.embed_dim))
-        build_blocks(self.layer_spec, self.block_widths, self.projections, self.convolutions)
-        for attention in self.attentions:
-            if attention is not None:
-                attention.build()
-        self.hidden_projection.build((None, None, self.block_widths[-1]))
+        super().build(input_shape)
+        self.hidden_projection.build((None, None, self.layer_spec[-1].channels))
         if self.output_projection is not None:
             self.output_projection.build((None, None, self.out_embed_dim))
         else:
@@ -164,44 +114,6 @@ class ConvDecoder(keras.layers.Layer):
             self.output_bias = self.add_weight(
                 name="output_bias", shape=(self.vocab_size,), initializer="zeros"
             )
-
-    def _blocks(self, x, target_embedding, encoder_output, convolve, need_attention, beam_size=1):
-        """Runs the blocks; `convolve(index, convolution, x)` applies one convolution.
-
-        With `beam_size > 1` (one position per hypothesis, `beam_size` consecutive
-        hypotheses per row of `encoder_output`), attention runs on the hypotheses grouped
-        by sentence, `[batch, beam, channels]`, so the encoder output is never repeated.
-
-        Returns the output and, if `need_attention`, the list of attention weights of the
-        attention blocks.
-        """
-        half = tf.constant(math.sqrt(0.5), self.compute_dtype)
-        attention_weights = []
-        block_inputs = [x]
-        for index, (layer, projection, convolution, attention) in enumerate(
-            zip(self.layer_spec, self.projections, self.convolutions, self.attentions)
-        ):
-            residual = None
-            if layer.residual:
-                residual = block_inputs[-layer.residual]
-                if projection is not None:
-                    residual = projection(residual)
-            x = self.glu(convolve(index, convolution, x))
-            if attention is not None:
-                x, weights = attention(
-                    _group(x, beam_size),
-                    _group(target_embedding, beam_size),
-                    encoder_output.keys,
-                    encoder_output.values,
-                    source_mask=encoder_output.source_mask,
-                )
-                x, weights = _ungroup(x, beam_size), _ungroup(weights, beam_size)
-                if need_attention:
-                    attention_weights.append(weights)
-            if residual is not None:
-                x = (x + residual) * half
-            block_inputs.append(x)
-        return x, attention_weights
 
     def _average(self, attention_weights):
         # The design document averages over the attention layers (not over all blocks).
@@ -249,16 +161,6 @@ class ConvDecoder(keras.layers.Layer):
             return logits, tf.zeros([self.vocab_size], tf.float32)
         return logits, tf.cast(bias, tf.float32)
 
-    def _embed(self, tokens, training, step=None):
-        return embed(
-            self.token_embedding,
-            self.position_embedding,
-            self.dropout_layer,
-            tokens,
-            training,
-            step=step,
-        )
-
     def call(self, target_input, encoder_output, training=False, return_attention=False):
         """Logits for every target position; `return_attention` adds attention weights:
         True for the average over attention blocks (`[batch, target, source]`, None if
@@ -280,15 +182,23 @@ class ConvDecoder(keras.layers.Layer):
         return self._features(target_input, encoder_output, training, False)[0]
 
     def _features(self, target_input, encoder_output, training, need_attention):
-        target_embedding = self._embed(target_input, training)
-        x = self.input_projection(target_embedding)
+        target_embedding = self.embed(target_input, training)
+        attention_weights = []
 
-        def convolve(index, convolution, x):
-            return convolution(self.dropout_layer(x, training=training))
+        def apply_block(index, block, x, residual):
+            x, weights = block(
+                x,
+                residual=residual,
+                target_embedding=target_embedding,
+                encoder_output=encoder_output,
+                training=training,
+                return_attention=True,
+            )
+            if need_attention and weights is not None:
+                attention_weights.append(weights)
+            return x
 
-        x, attention_weights = self._blocks(
-            x, target_embedding, encoder_output, convolve, need_attention=need_attention
-        )
+        x = self.run_blocks(self.input_projection(target_embedding), apply_block)
         return self._hidden(x, training), attention_weights
 
     def initial_state(self, batch_size):
@@ -297,10 +207,7 @@ class ConvDecoder(keras.layers.Layer):
         Returns:
             A tuple with one `[batch, k - 1, c_in]` window per block.
         """
-        return tuple(
-            convolution.initial_window(batch_size, width, self.compute_dtype)
-            for convolution, width in zip(self.convolutions, self.block_input_widths)
-        )
+        return tuple(block.initial_window(batch_size, self.compute_dtype) for block in self.blocks)
 
     def step(self, tokens, step, incremental_state, encoder_output, beam_size=1):
         """Decodes one position for every hypothesis, reusing the cached windows.
@@ -319,17 +226,24 @@ class ConvDecoder(keras.layers.Layer):
             `[batch, source]` attention averaged over the attention blocks (zeros when no
             block has attention) and the updated state.
         """
-        target_embedding = self._embed(tokens[:, None], training=False, step=step)
-        x = self.input_projection(target_embedding)
-        new_state = [None] * self.num_blocks
+        target_embedding = self.embed(tokens[:, None], training=False, step=step)
+        new_state, attention_weights = [], []
 
-        def convolve(index, convolution, x):
-            outputs, new_state[index] = convolution.step(x[:, 0, :], incremental_state[index])
-            return outputs[:, None, :]
+        def apply_block(index, block, x, residual):
+            x, weights, window = block.step(
+                x,
+                incremental_state[index],
+                residual=residual,
+                target_embedding=target_embedding,
+                encoder_output=encoder_output,
+                beam_size=beam_size,
+            )
+            new_state.append(window)
+            if weights is not None:
+                attention_weights.append(weights)
+            return x
 
-        x, attention_weights = self._blocks(
-            x, target_embedding, encoder_output, convolve, True, beam_size=beam_size
-        )
+        x = self.run_blocks(self.input_projection(target_embedding), apply_block)
         logits = self._logits(x, training=False)[:, 0, :]
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
@@ -339,32 +253,11 @@ class ConvDecoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
+        del config["padding"]  # Always causal.
         config.update(
             {
-                "vocab_size": self.vocab_size,
-                "embed_dim": self.embed_dim,
-                "layers": format_layer_spec(self.layer_spec),
                 "out_embed_dim": self.out_embed_dim,
-                "attention": list(self.attention_spec),
-                "dropout": self.dropout,
-                "max_positions": self.max_positions,
-                "use_positions": self.use_positions,
                 "share_embeddings": self.share_embeddings,
-                "pad_id": self.pad_id,
             }
         )
         return config
-
-
-def _group(x, beam_size):
-    """`[batch * beam, 1, d]` -> `[batch, beam, d]`."""
-    if beam_size == 1:
-        return x
-    return tf.reshape(x, [-1, beam_size, x.shape[-1]])
-
-
-def _ungroup(x, beam_size):
-    """`[batch, beam, d]` -> `[batch * beam, 1, d]`."""
-    if beam_size == 1:
-        return x
-    return tf.reshape(x, [-1, 1, tf.shape(x)[-1]])

@@ -65,21 +65,14 @@ class ConvS2S(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
-        for name, value in (
-            ("source_vocab_size", source_vocab_size),
-            ("target_vocab_size", target_vocab_size),
-            ("embed_dim", embed_dim),
-            ("decoder_out_embed_dim", decoder_out_embed_dim),
-        ):
-            if int(value) <= 0:
-                raise ValueError(f"{name} must be positive, got {value}.")
-        if min(source_vocab_size, target_vocab_size) <= max(pad_id, EOS_ID):
-            raise ValueError(
-                "The vocabularies must hold the special tokens; got source_vocab_size="
-                f"{source_vocab_size}, target_vocab_size={target_vocab_size}."
-            )
+        _check_sizes(
+            dropout,
+            pad_id,
+            source_vocab_size=source_vocab_size,
+            target_vocab_size=target_vocab_size,
+            embed_dim=embed_dim,
+            decoder_out_embed_dim=decoder_out_embed_dim,
+        )
         decoder_layer_spec = normalise_layer_spec(decoder_layers)
         attention = parse_attention_spec(decoder_attention, len(decoder_layer_spec))
         self.decoder = ConvDecoder(
@@ -167,3 +160,19 @@ class ConvS2S(keras.Model):
     def dummy_inputs(self):
         """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
         return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
+
+
+def _check_sizes(dropout, pad_id, **sizes):
+    """Raises `ValueError` for a dropout outside `[0, 1)`, a size that is not positive or
+    vocabularies too small for the special tokens."""
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
+    for name, value in sizes.items():
+        if int(value) <= 0:
+            raise ValueError(f"{name} must be positive, got {value}.")
+    source, target = sizes["source_vocab_size"], sizes["target_vocab_size"]
+    if min(source, target) <= max(pad_id, EOS_ID):
+        raise ValueError(
+            "The vocabularies must hold the special tokens; got source_vocab_size="
+            f"{source}, target_vocab_size={target}."
+        )

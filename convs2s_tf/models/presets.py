@@ -1,10 +1,28 @@
 """Named ConvS2S architectures, as in the authors' published configurations.
 
 Each preset is a set of `ConvS2S` constructor arguments; `register_preset` adds new
-ones. Layer specs are kept as text, exactly as the design document writes them.
+ones. Layer specs are kept as text, exactly as the design document writes them, and
+only here: `fairseq_preset` gives the same architectures under fairseq's names (the
+checkpoint importer fills in what a checkpoint leaves out from them).
 """
 
 _PRESETS = {}
+# fairseq's `fconv` architectures (its `register_model_architecture`s): the preset each
+# one is, and the arguments in which it differs. fairseq's base architecture `fconv` is
+# wmt_en_ro with a 256-wide output embedding (`fconv_wmt_en_ro` only raises it to 512).
+_FAIRSEQ_ARCHITECTURES = {
+    "fconv": ("wmt_en_ro", {"decoder_out_embed_dim": 256}),
+    "fconv_iwslt_de_en": ("iwslt_de_en", {}),
+    "fconv_wmt_en_ro": ("wmt_en_ro", {}),
+    "fconv_wmt_en_de": ("wmt_en_de", {}),
+    "fconv_wmt_en_fr": ("wmt_en_fr", {}),
+}
+# What fairseq's base architecture sets besides the layers, as `ConvS2S` arguments.
+_FAIRSEQ_BASE = {
+    "dropout": 0.1,
+    "decoder_attention": True,
+    "share_decoder_input_output_embed": False,
+}
 
 
 def register_preset(name, **config):
@@ -25,7 +43,35 @@ def get_preset(name):
 
 
 def list_presets():
+    """The names of the registered presets, sorted."""
     return sorted(_PRESETS)
+
+
+def fairseq_architectures():
+    """fairseq's `fconv` translation architecture names, base architecture first."""
+    return tuple(_FAIRSEQ_ARCHITECTURES)
+
+
+def fairseq_preset(architecture):
+    """The `ConvS2S` arguments fairseq's `architecture` defaults to.
+
+    Args:
+        architecture: One of `fairseq_architectures()`, e.g. `"fconv_wmt_en_de"`.
+
+    Returns:
+        A new dict with the embedding width, layer specs, output embedding width,
+        dropout, attention placement and output-embedding sharing.
+
+    Raises:
+        ValueError: `architecture` is not one of fairseq's `fconv` architectures.
+    """
+    if architecture not in _FAIRSEQ_ARCHITECTURES:
+        raise ValueError(
+            f"Unknown fairseq fconv architecture {architecture!r}; known: "
+            f"{', '.join(_FAIRSEQ_ARCHITECTURES)}."
+        )
+    name, overrides = _FAIRSEQ_ARCHITECTURES[architecture]
+    return {**_FAIRSEQ_BASE, **get_preset(name), **overrides}
 
 
 register_preset(

@@ -1,10 +1,10 @@
-"""Training: losses, strategies, checkpoints, TensorBoard logging and the training loop."""
+"""Training: the loop and its steps, validation, annealing, checkpoints and logging."""
 
-from convs2s_tf.training.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
+from convs2s_tf.runs.checkpoints import CheckpointError, latest_checkpoint, restore_checkpoint
 from convs2s_tf.training.config import TrainingConfig
-from convs2s_tf.training.losses import token_losses
+from convs2s_tf.training.divergence import TrainingDivergedError
 from convs2s_tf.training.strategies import STRATEGIES, create_strategy
-from convs2s_tf.training.trainer import Trainer, TrainingDivergedError
+from convs2s_tf.training.trainer import Trainer
 from convs2s_tf.training.training_state import TrainingState
 
 __all__ = [
@@ -17,5 +17,4 @@ __all__ = [
     "create_strategy",
     "latest_checkpoint",
     "restore_checkpoint",
-    "token_losses",
 ]

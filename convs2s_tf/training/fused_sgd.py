@@ -17,8 +17,8 @@ class FusedSGD(keras.optimizers.SGD):
     """Nesterov SGD as the authors' optimiser (fairseq's NAG), one kernel per variable.
 
     Keras' SGD spells the (Nesterov) momentum update as five elementwise operations and
-    two assignments per variable, each a full pass over the variable; for ConvS2S's
-    ~9M parameters that was ~17 ms of a CPU training step. This subclass issues
+    two assignments per variable, each a full pass over the variable, a visible part
+    of a CPU training step for ConvS2S's millions of parameters. This subclass issues
     TensorFlow's `ResourceApplyKerasMomentum` instead, the same arithmetic in one pass:
     `m = momentum * m - lr * g`, then `w += momentum * m - lr * g` (Nesterov) or
     `w += m`. Sparse gradients take Keras' own update.

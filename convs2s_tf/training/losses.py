@@ -4,90 +4,6 @@ import functools
 
 import tensorflow as tf
 
-from convs2s_tf.vocabulary import PAD_ID
-
-
-def _smoothed_cross_entropy(logits, targets, label_smoothing):
-    """Per-token `(loss, nll)` for `[n, vocab]` float32 logits, with a fused gradient.
-
-    `d loss / d logits = softmax * (a + V * eps_i) - a * onehot(y) - eps_i` with
-    `a = 1 - eps - eps_i`. The `[n, vocab]` logits are the largest tensor of a step and
-    every elementwise pass over them costs milliseconds, so passes are counted: the
-    forward pass takes the row maximum, `exp(logits - max)` and two row sums, and keeps
-    the exponentials; the backward pass scales them by `upstream * (a + V eps_i) / sum`,
-    subtracts `upstream * eps_i` and takes `upstream * a` off at the targets with a
-    scatter (no dense one-hot). Letting TensorFlow differentiate the composite took
-    about twice as many passes.
-    """
-    vocab_size = tf.cast(tf.shape(logits)[-1], tf.float32)
-    eps_i = label_smoothing / (vocab_size - 1.0)
-    target_weight = 1.0 - label_smoothing - eps_i
-    positions = tf.stack([tf.range(tf.shape(targets)[0]), tf.cast(targets, tf.int32)], axis=1)
-
-    @tf.custom_gradient
-    def loss_fn(logits):
-        row_max = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
-        exponentials = tf.exp(logits - row_max)
-        exp_sum = tf.reduce_sum(exponentials, axis=-1)
-        log_normaliser = row_max[:, 0] + tf.math.log(exp_sum)
-        nll = log_normaliser - tf.gather_nd(logits, positions)
-        smooth = vocab_size * log_normaliser - tf.reduce_sum(logits, axis=-1)
-        loss = target_weight * nll + eps_i * smooth
-
-        def grad(upstream):
-            scale = upstream * (target_weight + vocab_size * eps_i) / exp_sum
-            dense = exponentials * scale[:, None] - (upstream * eps_i)[:, None]
-            return tf.tensor_scatter_nd_sub(dense, positions, upstream * target_weight)
-
-        return tf.stack([loss, tf.stop_gradient(nll)], axis=0), lambda up: grad(up[0])
-
-    losses = loss_fn(logits)
-    return losses[0], losses[1]
-
-
-def token_losses(logits, targets, label_smoothing=0.0, pad_id=PAD_ID):
-    """Summed training loss, summed NLL and the number of non-pad target tokens.
-
-    Sums (not means) let the caller divide by the token count of the whole global
-    batch, so the result does not depend on how the batch is split across replicas or
-    accumulated over micro-batches. Label smoothing follows the authors'
-    implementation: `(1 - eps - eps_i) * nll + eps_i * sum_v(-log p_v)` with
-    `eps_i = eps / (V - 1)`. The log-softmax is never materialised: `nll = lse - logit_y`
-    and `sum_v log p_v = sum_v logit_v - V * lse`.
-
-    Args:
-        logits: `[..., vocab]` float32 (e.g. `[batch, time, vocab]`, or `[tokens, vocab]`
-            for logits computed at non-pad positions only).
-        targets: `[...]` int token ids, `pad_id` where there is no token.
-        label_smoothing: `eps`.
-        pad_id: Padding id, excluded from every sum.
-
-    Returns:
-        `(loss_sum, nll_sum, num_tokens)`, float32 scalars.
-    """
-    mask = tf.not_equal(targets, pad_id)
-    # Only real tokens are scored: gathering them first keeps padding out of the
-    # [tokens, vocab] work entirely (gather_nd: its gradient is one dense scatter).
-    positions = tf.where(mask)
-    return flat_token_losses(
-        tf.gather_nd(logits, positions), tf.gather_nd(targets, positions), label_smoothing
-    )
-
-
-def flat_token_losses(logits, targets, label_smoothing=0.0):
-    """`token_losses` for logits of real tokens only: `[tokens, vocab]` and `[tokens]`.
-
-    The training step computes logits at non-pad positions only and calls this
-    directly: masking again would gather (and, backwards, scatter) the largest tensor
-    of the step for nothing.
-    """
-    loss, nll = _smoothed_cross_entropy(
-        tf.cast(logits, tf.float32), targets, float(label_smoothing)
-    )
-    num_tokens = tf.cast(tf.shape(targets)[0], tf.float32)
-    return tf.reduce_sum(loss), tf.reduce_sum(nll), num_tokens
-
-
 # Row counts handed to the XLA-compiled loss are rounded up to a multiple of this, so
 # it compiles once per bucket (at most max_tokens / TOKEN_BUCKET shapes, each in well
 # under a second) instead of once per batch; the padded rows cost ~1% more matmul.
@@ -138,13 +54,18 @@ def _fused_loss_functions(label_smoothing):
 def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
     """Summed training loss and NLL of `logits + bias`, in XLA-fused passes.
 
-    The same loss as `flat_token_losses` (whose docstring gives the formula), for
-    logits still without their output bias: the bias add, the float32 cast, the row
+    Label smoothing follows the authors' implementation: per token
+    `(1 - eps - eps_i) * nll + eps_i * sum_v(-log p_v)` with `eps_i = eps / (V - 1)`; the
+    log-softmax is never materialised (`nll = lse - logit_y` and
+    `sum_v log p_v = sum_v logit_v - V * lse`). Sums, not means, let the caller divide
+    by the token count of the whole global batch, so an update does not depend on how
+    the batch is split across replicas or accumulated over micro-batches.
+
+    The logits come without their output bias: the bias add, the float32 cast, the row
     maximum and sums go into one XLA computation forwards, and the gradient (with the
     bias gradient as its column sum) into one backwards; one-hot targets are never
-    materialised outside it. On 2 CPU cores this cut the loss's share of a bfloat16
-    step from ~60 ms to ~35 ms ([3,500, 8,000] logits); the matrix product stays
-    outside XLA, whose CPU backend does not use the bfloat16 matrix instructions.
+    materialised outside it. The matrix product stays outside XLA, whose CPU backend
+    does not use the bfloat16 matrix instructions.
     Rows are counted by `weights` (1 for a token, 0 for the padding rows that keep
     the row count on `TOKEN_BUCKET` multiples).
 
@@ -171,3 +92,46 @@ def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
         return (loss_sum, tf.stop_gradient(nll_sum)), grad
 
     return loss_fn(logits, bias)
+
+
+def batch_loss_sums(model, batch, label_smoothing, training, static_shapes=False):
+    """The summed loss and NLL of `model` on `batch`, and its number of target tokens.
+
+    Logits are computed at non-pad targets only (the output projection of padding would
+    be wasted work), their row count rounded up to a `TOKEN_BUCKET` multiple.
+
+    Args:
+        model: A built `ConvS2S`.
+        batch: Dict of `[batch, time]` int32 `source`, `target_input` and `target` ids.
+        label_smoothing: `eps`.
+        training: Whether dropout is active.
+        static_shapes: Score every position instead, padding weighing 0, so that shapes
+            are known when an XLA-compiled step compiles.
+
+    Returns:
+        `(loss_sum, nll_sum, num_tokens)`, float32 scalars.
+    """
+    decoder = model.decoder
+    encoder_output = model.encode(batch["source"], training=training)
+    features = decoder.features(batch["target_input"], encoder_output, training=training)
+    targets = batch["target"]
+    if static_shapes:
+        rows = tf.reshape(features, [-1, features.shape[-1]])
+        targets = tf.reshape(targets, [-1])
+        weights = tf.cast(tf.not_equal(targets, decoder.pad_id), tf.float32)
+        num_tokens = tf.reduce_sum(weights)
+    else:
+        # gather_nd rather than boolean_mask: its gradient is one dense scatter, where
+        # boolean_mask's (a segment sum) cost 20 ms a step in bfloat16. The extra rows
+        # of the bucket repeat position (0, 0) and weigh 0.
+        positions = tf.where(tf.not_equal(targets, decoder.pad_id))
+        count = tf.shape(positions)[0]
+        padding = bucketed_token_count(count) - count
+        positions = tf.pad(positions, [[0, padding], [0, 0]])
+        weights = tf.sequence_mask(count, count + padding, tf.float32)
+        rows = tf.gather_nd(features, positions)
+        targets = tf.gather_nd(targets, positions)
+        num_tokens = tf.cast(count, tf.float32)
+    logits, bias = decoder.unbiased_output_logits(rows)
+    loss_sum, nll_sum = fused_token_losses(logits, bias, targets, weights, label_smoothing)
+    return loss_sum, nll_sum, num_tokens

@@ -1,6 +1,7 @@
 """The paper's annealing: shrink the learning rate when validation stops improving."""
 
 import tensorflow as tf
+from absl import logging
 
 
 class PlateauSchedule(tf.Module):
@@ -48,3 +49,26 @@ class PlateauSchedule(tf.Module):
             return learning_rate
         self.bad_epochs.assign(0)
         return learning_rate * self.shrink
+
+
+def anneal_learning_rate(schedule, learning_rate, optimizer, valid_loss):
+    """Steps `schedule` with an epoch's validation loss and applies the rate it gives.
+
+    Args:
+        schedule: The run's `PlateauSchedule`.
+        learning_rate: The checkpointed rate, a float32 variable
+            (`TrainingState.learning_rate`).
+        optimizer: The optimiser, whose `learning_rate` follows.
+        valid_loss: The validation loss of the epoch just ended.
+
+    Returns:
+        The learning rate to use next.
+    """
+    rate = float(learning_rate.numpy())
+    new_rate = schedule.step(valid_loss, rate)
+    if new_rate != rate:
+        # The optimiser rescales its velocity to the new rate at the next update.
+        learning_rate.assign(new_rate)
+        optimizer.learning_rate.assign(new_rate)
+        logging.info("Validation loss did not improve: learning rate %g -> %g.", rate, new_rate)
+    return new_rate

@@ -17,7 +17,7 @@ from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.decoding.translator import Translator
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.models import ConvS2S
-from convs2s_tf.training.loading import load_trained_model
+from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.training.strategies import create_strategy
 from convs2s_tf.training.trainer import Trainer
 
@@ -107,7 +107,7 @@ def run_training(
     if test_beam_size and trainer.is_chief:
         search_config = SearchConfig(beam_size=test_beam_size)
         result.update(evaluate_best(model_dir, prepared, search_config))
-        with tf.io.gfile.GFile(os.path.join(model_dir, "test_results.json"), "w") as f:
+        with tf.io.gfile.GFile(RunDirectory(model_dir).test_results_path, "w") as f:
             json.dump(result, f, indent=2, sort_keys=True)
     return result
 

@@ -21,3 +21,14 @@ def create_strategy(name="mirrored"):
         gpus = tf.config.list_logical_devices("GPU")
         return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
     raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
+
+
+def is_chief(strategy):
+    """Whether this process is the chief of `strategy`'s cluster (the one that writes
+    the run directory): always outside multi-worker training."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+    )

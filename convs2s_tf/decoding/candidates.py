@@ -1,0 +1,101 @@
+"""The first part of a search step: each hypothesis' best next tokens.
+
+Log-probabilities follow the authors' implementation: a float32 log-softmax of the
+logits in which `<pad>` is never chosen, `<unk>` loses `unk_penalty`, `</s>` is forbidden
+before `min_length` tokens and is the only choice once a sentence reaches its maximum
+length, and a NaN counts as -inf. The log-softmax is never materialised over the
+vocabulary: candidates come from the raw logits, and only they are normalised by the
+log-sum-exp.
+"""
+
+import tensorflow as tf
+
+from convs2s_tf.decoding.step_constants import NEG_INF
+from convs2s_tf.vocabulary import EOS_ID
+
+
+def _chunk_size(vocab_size, preferred=128):
+    """A divisor of `vocab_size` near `preferred` (no padding copy), else `preferred`."""
+    divisors = [c for c in range(preferred // 2, 2 * preferred + 1) if vocab_size % c == 0]
+    return min(divisors, key=lambda c: abs(c - preferred)) if divisors else preferred
+
+
+def top_k_with_special_bias(logits, special_bias, k, chunk=None):
+    """`tf.math.top_k(logits + bias, k)` for a bias on the first few ids only, in two passes.
+
+    The columns are cut into chunks of `chunk`. Every chunk holding one of the `k`
+    largest values has a maximum at least as large as the k-th value, and at most `k`
+    chunks do, so the `k` largest values lie in the `k` chunks with the largest maxima:
+    a top-k over the chunk maxima, then over the `k * chunk` values of those chunks,
+    gives the full top-k. Both passes are small (`vocabulary / chunk` maxima, then
+    `k * chunk` values per row) where `TopKV2` would rank all `vocabulary` columns.
+
+    Args:
+        logits: `[rows, vocabulary]` float32.
+        special_bias: `[n]` float32 added to columns `0..n-1` (`n <= chunk`): the special
+            tokens' adjustments; every other column is taken as it is.
+        k: Values per row.
+        chunk: Columns per chunk; default a divisor of the vocabulary size near 128.
+
+    Returns:
+        `(values, ids)`, `[rows, k]` each, largest first.
+    """
+    vocab_size = logits.shape[-1]
+    chunk = chunk or _chunk_size(vocab_size)
+    num_special = special_bias.shape[0]
+    if num_special > chunk:
+        raise ValueError(f"The bias covers {num_special} columns, more than a chunk ({chunk}).")
+    num_chunks = -(-vocab_size // chunk)
+    bias = tf.pad(special_bias, [[0, num_chunks * chunk - num_special]])
+    if num_chunks <= k:
+        return tf.math.top_k(logits + bias[:vocab_size], k=min(k, vocab_size))
+    rows = tf.shape(logits)[0]
+    if num_chunks * chunk != vocab_size:
+        logits = tf.pad(
+            logits, [[0, 0], [0, num_chunks * chunk - vocab_size]], constant_values=NEG_INF
+        )
+    chunks = tf.reshape(logits, [rows, num_chunks, chunk])
+    bias_chunks = tf.reshape(bias, [num_chunks, chunk])
+    # Only the first chunk carries a bias: its maximum is recomputed with it.
+    first_max = tf.reduce_max(chunks[:, 0] + bias_chunks[0], axis=-1, keepdims=True)
+    chunk_max = tf.concat([first_max, tf.reduce_max(chunks, axis=-1)[:, 1:]], axis=1)
+    _, best_chunks = tf.math.top_k(chunk_max, k=k)
+    selected = tf.gather(chunks, best_chunks, batch_dims=1) + tf.gather(bias_chunks, best_chunks)
+    values, positions = tf.math.top_k(tf.reshape(selected, [rows, k * chunk]), k=k)
+    ids = tf.gather(best_chunks, positions // chunk, batch_dims=1) * chunk + positions % chunk
+    return values, ids
+
+
+def candidates(constants, logits, step, max_lengths):
+    """Each hypothesis' `constants.per_row` best next tokens and their log-probabilities.
+
+    Args:
+        constants: The search's `StepConstants`.
+        logits: `[sentences * beam_size, vocabulary]` float32 logits of the next token,
+            `beam_size` consecutive rows per sentence.
+        step: Scalar int32, the number of tokens each hypothesis holds.
+        max_lengths: `[sentences]` int32 maximum output lengths (tokens before `</s>`).
+
+    Returns:
+        `(log_probs, ids)`, `[sentences * beam_size, per_row]` each, best first. A
+        hypothesis at its sentence's maximum length has one candidate, `</s>`; the
+        others' log-probabilities are -inf.
+    """
+    step_bias = tf.where(
+        step < constants.min_length,
+        constants.special_bias(allow_eos=False),
+        constants.special_bias(allow_eos=True),
+    )
+    force_eos = step >= tf.repeat(max_lengths, constants.beam_size)
+    # A NaN log-probability counts as -inf, as in fairseq.
+    logits = tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)
+    normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    per_row = constants.per_row
+    top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
+    rows = tf.shape(logits)[0]
+    eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
+    forced_logits = tf.concat([eos_logit, tf.fill([rows, per_row - 1], NEG_INF)], axis=1)
+    forced_ids = tf.concat([tf.fill([rows, 1], EOS_ID), top_ids[:, 1:]], axis=1)
+    top_logits = tf.where(force_eos[:, None], forced_logits, top_logits)
+    top_ids = tf.where(force_eos[:, None], forced_ids, top_ids)
+    return top_logits - normaliser, top_ids

@@ -1,0 +1,255 @@
+"""One step of the beam search, from the decoder call to the next `BeamState`.
+
+A step feeds one new position per hypothesis to the decoder, reusing the cached
+convolution windows (nothing earlier is recomputed), takes each hypothesis' candidates
+(`candidates`), selects the continuing and finished ones (`select`), records their token
+histories, reorders the caches by the surviving beams and, unless the step is compiled,
+drops the sentences that are done, so that later steps only pay for the others.
+"""
+
+import tensorflow as tf
+
+from convs2s_tf.decoding.beam_state import FinishedHypotheses
+from convs2s_tf.decoding.candidates import candidates
+from convs2s_tf.decoding.selection import select
+from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+
+def record(selection, step, alive_tokens, finished):
+    """The token histories after a step, in their fixed-width buffers.
+
+    Filled finished slots get their beam's history and `</s>` at column `step`,
+    continuing hypotheses theirs and their new token. Columns after a hypothesis' last
+    token hold `<pad>`.
+
+    Args:
+        selection: The step's `Selection`.
+        step: Scalar int32, the tokens each hypothesis held before the step.
+        alive_tokens: `[sentences, k, width]` int32 continuing hypotheses' tokens up to
+            column `step - 1`.
+        finished: `FinishedHypotheses` of the same sentences.
+
+    Returns:
+        `(alive_tokens, finished)` after the step.
+    """
+    column = tf.range(tf.shape(alive_tokens)[2])[None, None, :]
+
+    def extend(beams, last_tokens):
+        history = tf.gather(alive_tokens, beams, batch_dims=1)
+        ending = tf.where(column == step, last_tokens[:, :, None], PAD_ID)
+        return tf.where(column < step, history, ending)
+
+    filled = selection.slot_filled
+    eos = tf.fill(tf.shape(filled), EOS_ID)
+    finished = FinishedHypotheses(
+        tokens=tf.where(filled[:, :, None], extend(selection.finish_beams, eos), finished.tokens),
+        scores=tf.where(filled, selection.finish_scores, finished.scores),
+        lengths=tf.where(filled, step + 1, finished.lengths),
+    )
+    return extend(selection.alive_beams, selection.next_tokens), finished
+
+
+def reorder_cache(cache, beams, rows, beam_size):
+    """The caches of the hypotheses extended next: beam `beams[i, j]` of sentence `rows[i]`.
+
+    One gather per block both reorders the hypotheses and drops the sentences not in
+    `rows`.
+
+    Args:
+        cache: The decoder's incremental state, `beam_size` consecutive rows per sentence.
+        beams: `[kept sentences, beam_size]` int32 beams (`0..beam_size-1`) to extend.
+        rows: `[kept sentences]` int32 sentences, as indices into `cache`'s sentences.
+        beam_size: Hypotheses per sentence.
+
+    Returns:
+        The reordered cache, `[kept sentences * beam_size, ...]` per block.
+    """
+    flat_beams = tf.reshape(beams + rows[:, None] * beam_size, [-1])
+    return tf.nest.map_structure(lambda window: tf.gather(window, flat_beams), cache)
+
+
+def apply_selection(constants, state, selection, cache):
+    """The state after a step's `selection`: histories recorded, scores and counts updated.
+
+    Args:
+        constants: The search's `StepConstants`.
+        state: The `BeamState` before the step.
+        selection: The step's `Selection`.
+        cache: The decoder's incremental state after the step.
+
+    Returns:
+        The `BeamState` after the step, its `step`, attention histories and active
+        sentences unchanged.
+    """
+    finished = state.finished
+    if constants.drop_finished:
+        # Only the active sentences' rows of the whole batch's finished hypotheses.
+        finished = FinishedHypotheses(*(tf.gather(t, state.sentence_ids) for t in finished))
+    alive_tokens, finished = record(selection, state.step, state.alive_tokens, finished)
+    if constants.drop_finished:
+        finished = FinishedHypotheses(
+            *(
+                tf.tensor_scatter_nd_update(store, state.sentence_ids[:, None], rows)
+                for store, rows in zip(state.finished, finished)
+            )
+        )
+    return state._replace(
+        cache=cache,
+        last_tokens=tf.reshape(selection.next_tokens, [-1]),
+        alive_scores=selection.alive_scores,
+        alive_tokens=alive_tokens,
+        finished_count=selection.finished_count,
+        finished=finished,
+    )
+
+
+def search_step(decoder, constants, state):
+    """A step but its attention histories and the leaving of done sentences.
+
+    Args:
+        decoder: The model's `ConvDecoder`.
+        constants: The search's `StepConstants`.
+        state: The `BeamState` before the step.
+
+    Returns:
+        `(state, selection, attention)`: the state after `apply_selection`, the step's
+        `Selection` and the decoder's `[active * k, source]` attention.
+    """
+    logits, attention, cache = decoder.step(
+        state.last_tokens,
+        state.step,
+        state.cache,
+        state.encoder_output,
+        beam_size=constants.beam_size,
+    )
+    log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
+    selection = select(
+        constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
+    )
+    if not constants.drop_finished:
+        # (When sentences leave, one gather reorders and drops them after the step.)
+        active_rows = tf.range(tf.shape(state.alive_scores)[0])
+        cache = reorder_cache(cache, selection.alive_beams, active_rows, constants.beam_size)
+    return apply_selection(constants, state, selection, cache), selection, attention
+
+
+def search_step_function(decoder, constants):
+    """`search_step` for one search, one XLA computation with `constants.jit_compile_step`.
+
+    The compiled step keeps fixed shapes (finished sentences stay in the batch), so it
+    compiles once per search; the graph around it only loops (XLA on the whole loop was
+    seen to be far slower on CPU).
+
+    Returns:
+        `step(state) -> (state, selection, attention)`.
+    """
+
+    def step(state):
+        return search_step(decoder, constants, state)
+
+    if not constants.jit_compile_step:
+        return step
+    compiled = tf.function(step, jit_compile=True)
+
+    def compiled_step(state):
+        # The attention histories grow by one step per step: passed in, they would
+        # change the compiled step's input shapes at every step.
+        histories = dict(
+            alive_attention=state.alive_attention, finished_attention=state.finished_attention
+        )
+        state = state._replace(alive_attention=None, finished_attention=None)
+        state, selection, attention = compiled(state)
+        return state._replace(**histories), selection, attention
+
+    return compiled_step
+
+
+def _update_rows(store, rows, filled, new, whole_batch):
+    """`store[rows] = where(filled, new, store[rows])` for `[batch, k, ...]` stores."""
+    filled = tf.reshape(filled, tf.concat([tf.shape(filled), [1] * (new.shape.rank - 2)], 0))
+    if whole_batch:  # rows is the whole batch, in order
+        return tf.where(filled, new, store)
+    current = tf.gather(store, rows)
+    return tf.tensor_scatter_nd_update(store, rows[:, None], tf.where(filled, new, current))
+
+
+def record_attention(constants, state, selection, attention):
+    """The attention histories after a step, extended as the token histories are.
+
+    Args:
+        constants: The search's `StepConstants`.
+        state: The `BeamState` of the step (its attention histories and active
+            sentences from before the step).
+        selection: The step's `Selection`.
+        attention: `[active * k, source]` float32, the step's attention.
+
+    Returns:
+        `state` with the attention histories one step longer.
+    """
+    active = tf.shape(state.sentence_ids)[0]
+    step_attention = tf.reshape(attention, [active, constants.beam_size, 1, -1])
+
+    def extended_attention(beams):
+        return tf.concat(
+            [
+                tf.gather(state.alive_attention, beams, batch_dims=1),
+                tf.gather(step_attention, beams, batch_dims=1),
+            ],
+            axis=2,
+        )
+
+    finished_attention = tf.pad(state.finished_attention, [[0, 0], [0, 0], [0, 1], [0, 0]])
+    finished_attention = _update_rows(
+        finished_attention,
+        state.sentence_ids,
+        selection.slot_filled,
+        extended_attention(selection.finish_beams),
+        whole_batch=not constants.drop_finished,
+    )
+    return state._replace(
+        alive_attention=extended_attention(selection.alive_beams),
+        finished_attention=finished_attention,
+    )
+
+
+def drop_finished_sentences(constants, state, selection):
+    """`state` without the sentences that hold `k` finished hypotheses.
+
+    Args:
+        constants: The search's `StepConstants`.
+        state: The `BeamState` after `apply_selection` (and `record_attention`).
+        selection: The step's `Selection`.
+
+    Returns:
+        The `BeamState` of the remaining sentences, their caches reordered by
+        `selection`'s continuing beams.
+    """
+    remaining = tf.cast(
+        tf.reshape(tf.where(state.finished_count < constants.beam_size), [-1]), tf.int32
+    )
+    shrink = tf.size(remaining) < tf.shape(state.sentence_ids)[0]
+
+    def keep(tensor):
+        return tf.gather(tensor, remaining)
+
+    encoder_output = tf.cond(
+        shrink,
+        lambda: tf.nest.map_structure(keep, state.encoder_output),
+        lambda: state.encoder_output,
+    )
+    alive_attention = state.alive_attention
+    if constants.return_attention:
+        alive_attention = keep(alive_attention)
+    return state._replace(
+        sentence_ids=keep(state.sentence_ids),
+        encoder_output=encoder_output,
+        max_lengths=keep(state.max_lengths),
+        cache=reorder_cache(
+            state.cache, keep(selection.alive_beams), remaining, constants.beam_size
+        ),
+        last_tokens=tf.reshape(keep(selection.next_tokens), [-1]),
+        alive_scores=keep(state.alive_scores),
+        alive_tokens=keep(state.alive_tokens),
+        finished_count=keep(state.finished_count),
+        alive_attention=alive_attention,
+    )

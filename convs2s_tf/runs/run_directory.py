@@ -1,0 +1,291 @@
+"""The layout of a run directory (`--model_dir`), known here and nowhere else.
+
+`pipelines.train` and `pipelines.import_fairseq` write run directories; translation,
+evaluation and export read them::
+
+    config.json                          the model's config and what the run was made from
+    checkpoints/ckpt-N                   the most recent training checkpoints
+    best/ckpt-N                          the checkpoint of the best validation loss (an
+                                         imported run's weights)
+    source_dict.txt, target_dict.txt     an imported run's token dictionaries
+    sentencepiece.model                  an imported run's SentencePiece model, if any
+    test_results.json                    test scores of the best checkpoint
+    tmp_worker_N/                        a non-chief worker's throwaway checkpoints
+
+(TensorBoard events go to `train/` and `valid/`, see `SummaryLogger`.)
+"""
+
+import collections
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from convs2s_tf.runs.checkpoints import CheckpointError, latest_checkpoint
+
+CONFIG_FILE = "config.json"
+CHECKPOINTS_SUBDIR = "checkpoints"
+BEST_SUBDIR = "best"
+CHECKPOINT_PREFIX = "ckpt"
+SOURCE_DICT_FILE = "source_dict.txt"
+TARGET_DICT_FILE = "target_dict.txt"
+SENTENCEPIECE_FILE = "sentencepiece.model"
+TEST_RESULTS_FILE = "test_results.json"
+_WORKER_SUBDIR = "tmp_worker_{task_id}"
+
+# What a resumed run must share with the one that wrote the directory, and what the
+# flags change when it differs (run directories written before a key existed lack it).
+_RUN_IDENTITY = {
+    "model": "another model (--arch and the model flags)",
+    "data_fingerprint": "other prepared data (--data_dir and its preparation flags)",
+    "vocabulary_sha256": "another SentencePiece vocabulary",
+}
+
+VocabularyFiles = collections.namedtuple(
+    "VocabularyFiles", ["format", "source", "target", "sentencepiece_model"]
+)
+VocabularyFiles.__doc__ = """The token vocabularies of a run whose ids are not SentencePiece's.
+
+Fields:
+    format: What the dictionaries are (e.g. `"fairseq_dictionary"`).
+    source: Path of the source dictionary.
+    target: Path of the target dictionary (the same file for a joined one).
+    sentencepiece_model: Path of the SentencePiece model segmenting plain text into the
+        dictionaries' tokens, or None (pre-tokenised text).
+"""
+
+
+def _absolute(path):
+    # A URL (gs://...) is absolute already; os.path.abspath would mangle it.
+    return path if "://" in path else os.path.abspath(path)
+
+
+class RunDirectory:
+    """A run directory: its files, its config and its checkpoints.
+
+    Args:
+        path: The directory (it need not exist yet); relative paths stay relative.
+    """
+
+    def __init__(self, path):
+        self._path = os.fspath(path)
+
+    def __repr__(self):
+        return f"RunDirectory({self._path!r})"
+
+    @property
+    def path(self):
+        """The directory, as given."""
+        return self._path
+
+    @property
+    def config_path(self):
+        """`config.json`: the run's model config and what it was made from."""
+        return os.path.join(self._path, CONFIG_FILE)
+
+    @property
+    def checkpoints_dir(self):
+        """The most recent training checkpoints (what a resumed run continues from)."""
+        return os.path.join(self._path, CHECKPOINTS_SUBDIR)
+
+    @property
+    def best_dir(self):
+        """The checkpoint of the best validation loss (what inference uses)."""
+        return os.path.join(self._path, BEST_SUBDIR)
+
+    @property
+    def test_results_path(self):
+        """Where training writes the best checkpoint's test scores."""
+        return os.path.join(self._path, TEST_RESULTS_FILE)
+
+    def absolute(self):
+        """This directory with an absolute path (checkpoint state files stay valid
+        whatever the working directory)."""
+        return RunDirectory(_absolute(self._path))
+
+    def worker_directory(self, task_id):
+        """Where a non-chief worker writes the checkpoints it must write and then drops."""
+        return RunDirectory(os.path.join(self._path, _WORKER_SUBDIR.format(task_id=task_id)))
+
+    def holds_run(self):
+        """Whether a run was written here already (a config or a best checkpoint)."""
+        return tf.io.gfile.exists(self.config_path) or tf.io.gfile.exists(self.best_dir)
+
+    # ---------------------------------------------------------------- config
+    def read_config(self):
+        """The content of `config.json`.
+
+        Raises:
+            FileNotFoundError: There is none: this is not a run directory.
+        """
+        path = self.config_path
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(
+                f"{path} does not exist: --model_dir must be a directory written by "
+                "pipelines.train (or pipelines.import_fairseq)."
+            )
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+
+    def write_config(self, run_config):
+        """Writes `run_config` as `config.json`, atomically (a reader never sees half).
+
+        Args:
+            run_config: A JSON-serialisable dict (at least `"model"`).
+        """
+        tf.io.gfile.makedirs(self._path)
+        path = self.config_path
+        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+            json.dump(run_config, f, indent=2, sort_keys=True)
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+    def check_same_run(self, run_config):
+        """Refuses to resume a run with another model, other data or another vocabulary.
+
+        Args:
+            run_config: The config the new run would write.
+
+        Raises:
+            ValueError: if the directory already holds a run whose `config.json` differs
+                from `run_config` in its model config, data fingerprint or vocabulary.
+        """
+        if not tf.io.gfile.exists(self.config_path):
+            return
+        existing = self.read_config()
+        for key, what in _RUN_IDENTITY.items():
+            if key in existing and key in run_config and existing[key] != run_config[key]:
+                raise ValueError(
+                    f"{self.config_path} describes {what} than the flags ask for (stored "
+                    f"{key}={existing[key]}, now {run_config[key]}): resuming would mix them. "
+                    "Use a new --model_dir, or the original flags and data."
+                )
+
+    # ----------------------------------------------------------- checkpoints
+    def latest_checkpoint(self):
+        """The newest checkpoint of `checkpoints/`, or None (see `latest_checkpoint`)."""
+        return latest_checkpoint(self.checkpoints_dir)
+
+    def best_checkpoint(self):
+        """The checkpoint of `best/`, or None (see `latest_checkpoint`)."""
+        return latest_checkpoint(self.best_dir)
+
+    def find_checkpoint(self, checkpoint=None):
+        """The checkpoint to translate with.
+
+        Args:
+            checkpoint: An explicit checkpoint path, returned as it is.
+
+        Returns:
+            `checkpoint` if given, else the best checkpoint, else the latest one.
+
+        Raises:
+            CheckpointError: There is none, or one is unusable.
+        """
+        path = checkpoint or self.best_checkpoint() or self.latest_checkpoint()
+        if not path:
+            raise CheckpointError(f"No checkpoint in {self.best_dir} or {self.checkpoints_dir}.")
+        return path
+
+    def resume_checkpoint(self):
+        """The checkpoint a resumed training run continues from, or None for a fresh run.
+
+        The latest of `checkpoints/`; with that gone but `best/` present, the best one (a
+        fresh start would overwrite it at its first epoch end).
+
+        Raises:
+            CheckpointError: if checkpoint files exist but cannot be used.
+        """
+        path = self.latest_checkpoint()
+        if path is None:
+            path = self.best_checkpoint()
+            if path is not None:
+                logging.warning(
+                    "%s holds no checkpoint but %s does: resuming from %s.",
+                    self.checkpoints_dir,
+                    self.best_dir,
+                    path,
+                )
+        return path
+
+    def checkpoint_manager(self, checkpoint, max_to_keep, step_counter=None):
+        """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`."""
+        return tf.train.CheckpointManager(
+            checkpoint,
+            self.checkpoints_dir,
+            max_to_keep=max_to_keep,
+            step_counter=step_counter,
+            checkpoint_name=CHECKPOINT_PREFIX,
+        )
+
+    def best_checkpoint_manager(self, checkpoint):
+        """A `tf.train.CheckpointManager` keeping the one best checkpoint in `best/`."""
+        return tf.train.CheckpointManager(
+            checkpoint, self.best_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
+        )
+
+    def save_best(self, checkpoint):
+        """Saves `checkpoint` as the run's best (an imported run's weights).
+
+        Returns:
+            The checkpoint path written.
+        """
+        return checkpoint.save(os.path.join(self.absolute().best_dir, CHECKPOINT_PREFIX))
+
+    # ------------------------------------------------------------ vocabulary
+    def resolve(self, path):
+        """`path` as named in `config.json`: a relative one is inside the run directory."""
+        return path if not path or os.path.isabs(path) or "://" in path else self._join(path)
+
+    def _join(self, name):
+        return os.path.join(self._path, name)
+
+    def sentencepiece_model(self, run_config):
+        """The path of the run's SentencePiece model, or None if it names none."""
+        return self.resolve(run_config.get("sentencepiece_model")) or None
+
+    def write_vocabulary(self, vocabulary_format, source_dict, target_dict, sentencepiece_model):
+        """Copies an imported run's dictionaries (and SentencePiece model) into the run.
+
+        Args:
+            vocabulary_format: What the dictionaries are (e.g. `"fairseq_dictionary"`).
+            source_dict: The source dictionary file.
+            target_dict: The target dictionary file.
+            sentencepiece_model: The SentencePiece model file, or None.
+
+        Returns:
+            The entries naming them, to merge into the run config.
+        """
+        tf.io.gfile.makedirs(self._path)
+        tf.io.gfile.copy(source_dict, self._join(SOURCE_DICT_FILE), overwrite=True)
+        tf.io.gfile.copy(target_dict, self._join(TARGET_DICT_FILE), overwrite=True)
+        if sentencepiece_model:
+            tf.io.gfile.copy(sentencepiece_model, self._join(SENTENCEPIECE_FILE), overwrite=True)
+        return {
+            # Relative paths resolve against the run directory.
+            "sentencepiece_model": SENTENCEPIECE_FILE if sentencepiece_model else None,
+            "vocabulary": {
+                "format": vocabulary_format,
+                "source": SOURCE_DICT_FILE,
+                "target": TARGET_DICT_FILE,
+            },
+        }
+
+    def vocabulary_files(self, run_config):
+        """The token vocabularies `run_config` names, or None for SentencePiece ids.
+
+        Args:
+            run_config: The run's `config.json` content.
+
+        Returns:
+            A `VocabularyFiles` with resolved paths, or None.
+        """
+        entry = run_config.get("vocabulary")
+        if not entry:
+            return None
+        return VocabularyFiles(
+            format=entry.get("format"),
+            source=self.resolve(entry["source"]),
+            target=self.resolve(entry["target"]),
+            sentencepiece_model=self.sentencepiece_model(run_config),
+        )

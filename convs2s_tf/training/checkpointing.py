@@ -1,0 +1,102 @@
+"""A training run's checkpoints: saving the recent and the best, resuming, old layouts."""
+
+import shutil
+
+import tensorflow as tf
+from absl import logging
+
+from convs2s_tf.runs.checkpoints import checkpoint_has, restore_checkpoint
+
+
+class TrainingCheckpoints:
+    """Saves and restores everything a resumed run needs, in its run directory.
+
+    The checkpoint holds the objects `model`, `optimizer`, `state` and `schedule` (the
+    layout every run directory has; checkpoints written before the schedule existed are
+    still restored, see `restore`). Recent checkpoints go to `checkpoints/`, the best
+    one to `best/`.
+
+    Args:
+        run_directory: The run's `RunDirectory`, with an absolute path.
+        model: The built model.
+        optimizer: The built optimiser (`FusedSGD`).
+        state: The run's `TrainingState`.
+        schedule: The run's `PlateauSchedule`.
+        keep: Recent checkpoints kept.
+        worker_id: None on the chief; a non-chief worker's task id, whose checkpoints
+            (which every worker must write in multi-worker training) go to a throwaway
+            directory.
+    """
+
+    def __init__(self, run_directory, model, optimizer, state, schedule, keep, worker_id=None):
+        self.run_directory = run_directory
+        self.model = model
+        self.optimizer = optimizer
+        self.state = state
+        self.schedule = schedule
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, state=state, schedule=schedule
+        )
+        self.write_directory = (
+            run_directory if worker_id is None else run_directory.worker_directory(worker_id)
+        )
+        self.is_chief = worker_id is None
+        self.manager = self.write_directory.checkpoint_manager(
+            self.checkpoint, max_to_keep=keep, step_counter=state.step
+        )
+        self.best_manager = self.write_directory.best_checkpoint_manager(self.checkpoint)
+
+    def save(self, best=False):
+        """Saves a checkpoint of the current step, also as the best one if `best`.
+
+        Returns:
+            The path of the checkpoint in `checkpoints/`.
+        """
+        path = self.manager.save(checkpoint_number=self.state.step)
+        if best:
+            self.best_manager.save(checkpoint_number=self.state.step)
+        if not self.is_chief:
+            shutil.rmtree(self.write_directory.path, ignore_errors=True)
+        return path
+
+    def resume(self):
+        """Restores the checkpoint a resumed run continues from, if there is one.
+
+        Returns:
+            The restored checkpoint's path, or None for a fresh start.
+
+        Raises:
+            CheckpointError: if checkpoint files exist but cannot be used.
+        """
+        path = self.run_directory.resume_checkpoint()
+        if path is None:
+            logging.info("No checkpoint in %s: starting afresh.", self.run_directory.path)
+            return None
+        self.restore(path)
+        self.optimizer.learning_rate.assign(self.state.learning_rate)
+        logging.info(
+            "Resumed from %s: step %d, epoch %d (+%d batches), learning rate %g.",
+            path,
+            int(self.state.step.numpy()),
+            int(self.state.epoch.numpy()),
+            int(self.state.epoch_batches.numpy()),
+            float(self.state.learning_rate.numpy()),
+        )
+        return path
+
+    def restore(self, path):
+        """Restores `path`, which may predate the plateau schedule.
+
+        Raises:
+            CheckpointError: `path` is missing, corrupt or from another model.
+        """
+        if checkpoint_has(path, "schedule"):
+            restore_checkpoint(self.checkpoint, path)
+            return
+        # Written before the plateau schedule and the optimiser's previous rate were
+        # checkpointed: everything else must match; those two start from the state.
+        legacy = tf.train.Checkpoint(model=self.model, state=self.state)
+        restore_checkpoint(legacy, path)
+        restore_checkpoint(self.checkpoint, path, partial=True)
+        self.optimizer.previous_learning_rate.assign(self.state.learning_rate)
+        self.schedule.best.assign(self.state.best_valid_loss)

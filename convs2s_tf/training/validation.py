@@ -1,0 +1,135 @@
+"""Validation during training: loss, perplexity, BLEU, sample translations, attention."""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from convs2s_tf.decoding import SearchConfig, best_hypothesis_function
+from convs2s_tf.evaluation import corpus_scores
+from convs2s_tf.training.losses import batch_loss_sums
+from convs2s_tf.vocabulary import EOS_ID
+
+_IDS = tf.TensorSpec([None, None], tf.int32)
+
+
+class Validator:
+    """Scores a model on validation batches and logs the results to TensorBoard.
+
+    The loss is the training loss without dropout; with a tokenizer and a validation
+    beam, sentences are also translated for BLEU, and the chief logs sample
+    translations and the attention of a few fixed sentences.
+
+    Args:
+        model: The model being trained.
+        config: The run's `TrainingConfig` (label smoothing, beam, sentence counts).
+        summaries: The run's `SummaryLogger`.
+        tokenizer: Target-side tokenizer with `decode` and `id_to_piece`; None skips
+            BLEU, samples and attention images.
+        is_chief: Whether this worker writes translations and images.
+    """
+
+    def __init__(self, model, config, summaries, tokenizer=None, is_chief=True):
+        self.model = model
+        self.config = config
+        self.summaries = summaries
+        self.tokenizer = tokenizer
+        self.is_chief = is_chief
+        self.decodes = tokenizer is not None and config.valid_beam_size > 0
+        self._loss_sums = tf.function(self._loss_sums_fn, input_signature=[_IDS, _IDS, _IDS])
+        # A tf.function traces at its first call: creating it costs nothing.
+        self._search = best_hypothesis_function(
+            model, SearchConfig(beam_size=max(config.valid_beam_size, 1))
+        )
+
+    def _loss_sums_fn(self, source, target_input, target):
+        batch = {"source": source, "target_input": target_input, "target": target}
+        sums = batch_loss_sums(
+            self.model,
+            batch,
+            self.config.label_smoothing,
+            training=False,
+            static_shapes=self.config.jit_compile,
+        )
+        return tf.stack(sums)
+
+    def validate(self, valid_dataset, step):
+        """Validation loss, perplexity and (with a tokenizer) BLEU, logged at `step`.
+
+        Args:
+            valid_dataset: Evaluation batches with `source_text` and `reference_text`.
+            step: The training step to log at.
+
+        Returns:
+            A dict of `valid_loss`, `valid_nll`, `valid_perplexity` and, when decoding,
+            `valid_bleu` and `valid_bleu_signature`.
+        """
+        sums = np.zeros(3)
+        hypotheses, references, sources = [], [], []
+        limit = self.config.valid_bleu_sentences
+        for batch in valid_dataset:
+            sums += self._loss_sums(batch["source"], batch["target_input"], batch["target"]).numpy()
+            if self.decodes and (not limit or len(hypotheses) < limit):
+                tokens, _ = self._search(batch["source"])
+                hypotheses += self._decode_text(tokens)
+                references += [t.decode("utf-8") for t in batch["reference_text"].numpy()]
+                sources += [t.decode("utf-8") for t in batch["source_text"].numpy()]
+        tokens = max(sums[2], 1.0)
+        results = {"valid_loss": float(sums[0] / tokens), "valid_nll": float(sums[1] / tokens)}
+        results["valid_perplexity"] = math.exp(min(results["valid_nll"], 50.0))
+        scalars = {"loss": results["valid_loss"], "perplexity": results["valid_perplexity"]}
+        if self.decodes:
+            if limit:
+                hypotheses, references, sources = (
+                    hypotheses[:limit],
+                    references[:limit],
+                    sources[:limit],
+                )
+            scores = corpus_scores(hypotheses, references)
+            results["valid_bleu"] = scores["bleu"]
+            results["valid_bleu_signature"] = scores["bleu_signature"]
+            scalars["bleu"] = scores["bleu"]
+            if self.is_chief:
+                self.summaries.translations(
+                    "valid", step, sources, hypotheses, references, self.config.sample_sentences
+                )
+                self._log_attention(valid_dataset, step)
+        self.summaries.scalars("valid", step, scalars)
+        return results
+
+    def _decode_text(self, tokens):
+        return [t.decode("utf-8") for t in self.tokenizer.decode(tokens).numpy()]
+
+    def _pieces(self, ids):
+        return [piece.decode("utf-8") for piece in self.tokenizer.id_to_piece(ids).numpy()]
+
+    def _log_attention(self, valid_dataset, step):
+        """Plots every attention block over the first validation sentences' translations."""
+        count = self.config.attention_sentences
+        if not count:
+            return
+        pad_id = self.model.decoder.pad_id
+        source = next(iter(valid_dataset))["source"][:count]
+        tokens, lengths = self._search(source)
+        # Teacher-force the hypotheses to get every block's attention over them.
+        decoder_input = tf.concat([tf.fill([tf.shape(tokens)[0], 1], EOS_ID), tokens[:, :-1]], 1)
+        _, per_block = self.model.decoder(
+            decoder_input, self.model.encode(source), return_attention="per_block"
+        )
+        blocks = [i for i, has in enumerate(self.model.decoder.attention_spec) if has]
+        for row in range(int(tf.shape(source)[0])):
+            source_row = source[row].numpy()
+            source_columns = [i for i, t in enumerate(source_row) if t != pad_id]
+            source_pieces = self._pieces([int(source_row[i]) for i in source_columns])
+            target_ids = [int(t) for t in tokens[row, : int(lengths[row])].numpy()]
+            target_pieces = self._pieces(target_ids)
+            for block, weights in zip(blocks, per_block):
+                matrix = weights[row].numpy()[: len(target_ids)][:, source_columns]
+                self.summaries.attention_image(
+                    "valid",
+                    step,
+                    f"attention/sentence_{row}/block_{block}",
+                    matrix,
+                    source_pieces,
+                    target_pieces,
+                )
