@@ -52,8 +52,8 @@ def measure(variant):
         *prepared.split_paths("train"), tokenizer, max_tokens=FLAGS.max_tokens
     )
     config = TrainingConfig(
-        mixed_precision=variant == "bfloat16",
-        jit_compile=variant == "xla",
+        dtype="bfloat16" if variant == "bfloat16" else "float32",
+        xla=variant == "xla",
         progress_bar=False,
     )
     trainer = Trainer(

@@ -1,9 +1,9 @@
 """Prints the parameter count per component of the ConvS2S architecture the flags describe.
 
-    python -m pipelines.model_summary --arch=wmt_en_de --vocab_size=40000
+    python -m pipelines.model_summary --preset=wmt_en_de --vocab_size=40000
     python -m pipelines.model_summary --flagfile=configs/wmt14_en_de.cfg
 
-The model flags as pipelines.train reads them: --arch (alias --preset) and its
+The model flags as pipelines.train reads them: --preset and its
 overrides, the joint vocabulary --vocab_size and the position tables.
 """
 
@@ -14,8 +14,6 @@ from pipelines import flags as pipeline_flags
 
 FLAGS = flags.FLAGS
 pipeline_flags.declare_key_flags(pipeline_flags.MODEL, also=("vocab_size",))
-# The name --arch had here before this pipeline read the shared model flags.
-flags.DEFINE_alias("preset", "arch")
 
 
 def main(argv):
@@ -27,7 +25,7 @@ def main(argv):
         config = pipeline_flags.model_config_from_flags(FLAGS.vocab_size)
     except flags.ValidationError as error:
         raise app.UsageError(str(error)) from None
-    print(f"{FLAGS.arch} ({FLAGS.vocab_size} -> {FLAGS.vocab_size} tokens)")
+    print(f"{FLAGS.preset} ({FLAGS.vocab_size} -> {FLAGS.vocab_size} tokens)")
     print(format_summary(ConvS2S(**config)))
     return 0
 

@@ -41,7 +41,7 @@ def main(argv):
         **{k: v for k, v in model_config.items() if k != "decoder_attention"},
         **{k: v for k, v in vars(training_config).items()},
         "max_tokens": FLAGS.max_tokens,
-        "arch": FLAGS.arch,
+        "preset": FLAGS.preset,
     }
     try:
         result = run_training(

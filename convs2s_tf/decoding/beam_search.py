@@ -109,7 +109,7 @@ def beam_search(
     unk_penalty=SearchConfig.unk_penalty,
     nbest=SearchConfig.nbest,
     return_attention=False,
-    jit_compile_step=False,
+    xla=SearchConfig.xla,
     kernels=None,
 ):
     """Translates `source` with beam search (greedy when `beam_size == 1`).
@@ -128,7 +128,7 @@ def beam_search(
         unk_penalty: Subtracted from the log-probability of `<unk>`.
         nbest: Hypotheses returned per sentence (at most `beam_size`).
         return_attention: Also return each hypothesis' attention.
-        jit_compile_step: XLA-compile the decoder step (the search bookkeeping stays in
+        xla: XLA-compile the decoder step (the search bookkeeping stays in
             graph mode: XLA on the whole loop was seen to be far slower on CPU). The
             step then keeps static shapes: finished sentences stay in the batch and the
             source is padded to a multiple of `XLA_SOURCE_MULTIPLE`, so it compiles
@@ -148,7 +148,7 @@ def beam_search(
         length_penalty=length_penalty,
         unk_penalty=unk_penalty,
         return_attention=return_attention,
-        jit_compile_step=jit_compile_step,
+        xla=xla,
     )
     with frozen_kernels(model, kernels):
         source = tf.convert_to_tensor(source, tf.int32)
@@ -180,7 +180,7 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
     """The `BeamState` before the first step: the source encoded, the caches empty."""
     # Token histories are buffers of a fixed width (step t writes column t).
     history_width = max_steps
-    if constants.jit_compile_step:
+    if constants.xla:
         source = _pad_columns(source, XLA_SOURCE_MULTIPLE, model.decoder.pad_id)
         history_width = _round_up(max_steps, XLA_SOURCE_MULTIPLE)
     return initial_beam_state(
@@ -257,7 +257,7 @@ def search_kwargs(search_config):
         min_length=search_config.min_length,
         length_penalty=search_config.length_penalty,
         unk_penalty=search_config.unk_penalty,
-        jit_compile_step=search_config.xla,
+        xla=search_config.xla,
     )
 
 

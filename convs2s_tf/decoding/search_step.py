@@ -134,7 +134,7 @@ def search_step(decoder, constants, state):
 
 
 def search_step_function(decoder, constants):
-    """`search_step` for one search, one XLA computation with `constants.jit_compile_step`.
+    """`search_step` for one search, one XLA computation with `constants.xla`.
 
     The compiled step keeps fixed shapes (finished sentences stay in the batch), so it
     compiles once per search; the graph around it only loops (XLA on the whole loop was
@@ -147,7 +147,7 @@ def search_step_function(decoder, constants):
     def step(state):
         return search_step(decoder, constants, state)
 
-    if not constants.jit_compile_step:
+    if not constants.xla:
         return step
     compiled = tf.function(step, jit_compile=True)
 

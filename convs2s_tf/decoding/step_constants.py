@@ -20,7 +20,7 @@ class StepConstants:
         length_penalty: `alpha` in `score / length ** alpha`.
         unk_penalty: Subtracted from the log-probability of `<unk>`.
         return_attention: Whether each hypothesis' attention is kept.
-        jit_compile_step: Whether the step is one XLA computation; its shapes then stay
+        xla: Whether the step is one XLA computation; its shapes then stay
             fixed, so finished sentences stay in the batch.
     """
 
@@ -30,7 +30,7 @@ class StepConstants:
     length_penalty: float = 1.0
     unk_penalty: float = 0.0
     return_attention: bool = False
-    jit_compile_step: bool = False
+    xla: bool = False
 
     @property
     def per_row(self):
@@ -46,7 +46,7 @@ class StepConstants:
     @property
     def drop_finished(self):
         """Whether sentences leave the batch once done (a compiled step keeps them)."""
-        return not self.jit_compile_step
+        return not self.xla
 
     def special_bias(self, allow_eos):
         """The fixed adjustments of the special tokens' logits (ids `0..3`).

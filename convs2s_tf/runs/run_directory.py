@@ -37,7 +37,7 @@ _WORKER_SUBDIR = "tmp_worker_{task_id}"
 # What a resumed run must share with the one that wrote the directory, and what the
 # flags change when it differs (run directories written before a key existed lack it).
 _RUN_IDENTITY = {
-    "model": "another model (--arch and the model flags)",
+    "model": "another model (--preset and the model flags)",
     "data_fingerprint": "other prepared data (--data_dir and its preparation flags)",
     "vocabulary_sha256": "another SentencePiece vocabulary",
 }

@@ -29,8 +29,9 @@ class TrainingConfig:
         valid_bleu_sentences: Validation sentences decoded for BLEU (0: all).
         attention_sentences: Fixed validation sentences whose attention is plotted.
         sample_sentences: Validation translations shown next to references.
-        mixed_precision: Compute in bfloat16 with float32 variables and loss.
-        jit_compile: XLA-compile the training step.
+        dtype: Compute dtype, "float32" or "bfloat16" (bfloat16 matrix products with
+            float32 variables and loss).
+        xla: XLA-compile the training step.
         progress_bar: Show a console progress bar.
         seed: Seed of initialisation, dropout and shuffling.
     """
@@ -54,8 +55,8 @@ class TrainingConfig:
     valid_bleu_sentences: int = 0
     attention_sentences: int = 3
     sample_sentences: int = 5
-    mixed_precision: bool = False
-    jit_compile: bool = False
+    dtype: str = "float32"
+    xla: bool = False
     progress_bar: bool = True
     seed: int = 1
 
@@ -69,6 +70,7 @@ class TrainingConfig:
             (0 < self.lr_shrink < 1, "lr_shrink must be in (0, 1)"),
             (0 <= self.lr_threshold < 1, "lr_threshold must be in [0, 1)"),
             (self.lr_patience >= 0, "lr_patience must be >= 0"),
+            (self.dtype in ("float32", "bfloat16"), "dtype must be float32 or bfloat16"),
             (self.min_learning_rate >= 0, "min_learning_rate must be >= 0"),
             (
                 self.min_learning_rate < self.learning_rate,

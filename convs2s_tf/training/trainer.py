@@ -48,7 +48,7 @@ class Trainer:
         self.model_dir = self.run_directory.path
         self.strategy = strategy
         self.is_chief = is_chief(strategy)
-        if config.mixed_precision:
+        if config.dtype == "bfloat16":
             keras.mixed_precision.set_global_policy("mixed_bfloat16")
         keras.utils.set_random_seed(config.seed)
         with strategy.scope():
@@ -106,7 +106,7 @@ class Trainer:
                 self.config.label_smoothing,
                 training=True,
                 # An XLA-compiled step needs shapes known when it compiles.
-                static_shapes=self.config.jit_compile,
+                static_shapes=self.config.xla,
             )
         gradients = tape.gradient(loss_sum, self.model.trainable_variables)
         gradients = [tf.convert_to_tensor(g) for g in gradients]
@@ -161,7 +161,7 @@ class Trainer:
         return result
 
     def _build_steps(self, element_spec):
-        jit = self.config.jit_compile
+        jit = self.config.xla
         if self.accumulators is None:
             self._train_step = tf.function(
                 self._train_step_fn, input_signature=[element_spec], jit_compile=jit

@@ -49,7 +49,7 @@ class Validator:
             batch,
             self.config.label_smoothing,
             training=False,
-            static_shapes=self.config.jit_compile,
+            static_shapes=self.config.xla,
         )
         return tf.stack(sums)
 

@@ -1,0 +1,41 @@
+"""Command-line flags of the pipelines, in groups, and their translation into library
+arguments (so that the pipelines stay thin).
+
+Each group (data, prepare, batching, model, run, training, checkpoint, inference, search,
+translate, evaluate, export, import) is defined by one function, with each flag's help
+text; defaults come from the library's config dataclasses where one exists.
+"""
+
+# Imported in this order so that the groups are defined in it.
+from pipelines.flags.data import (  # noqa: F401
+    CACHE_SUBDIR,
+    TOKENIZED_CACHE_MODES,
+    eval_dataset_kwargs,
+    prepare_config_from_flags,
+    training_dataset_kwargs,
+)
+from pipelines.flags.groups import (  # noqa: F401
+    BATCHING,
+    CHECKPOINT,
+    DATA,
+    EVALUATE,
+    EXPORT,
+    FLAGS,
+    IMPORT,
+    INFERENCE,
+    MODEL,
+    PREPARE,
+    RUN,
+    SEARCH,
+    TRAINING,
+    TRANSLATE,
+    declare_key_flags,
+    define_all_flags,
+    group_flags,
+)
+from pipelines.flags.inference import (  # noqa: F401, I001
+    SEARCH_FLAG_FIELDS,
+    search_config_from_flags,
+)
+from pipelines.flags.model import model_config_from_flags  # noqa: F401
+from pipelines.flags.training import training_config_from_flags  # noqa: F401

@@ -1,0 +1,220 @@
+"""The data flags (corpus, preparation, batching) and what they configure."""
+
+import os
+from typing import Any
+
+from absl import flags
+
+from convs2s_tf.data.cleaning import CleaningConfig
+from convs2s_tf.data.prepare import PrepareConfig
+from convs2s_tf.data.sources import LOCAL, MULTI30K, WMT_DATASETS
+from convs2s_tf.data.text_files import INVALID_UTF8_POLICIES
+from pipelines.flags.groups import BATCHING, DATA, FLAGS, PREPARE, flag_group
+
+TOKENIZED_CACHE_MODES = ("memory", "disk")
+CACHE_SUBDIR = "cache"
+
+
+@flag_group(DATA)
+def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the corpus, cleaning and BPE flags (once; later calls no-op)."""
+    if "data_dir" in flag_values:
+        return
+    # Corpus.
+    flags.DEFINE_string(
+        "data_dir",
+        None,
+        "Directory of the prepared data: SentencePiece model and vocabulary, prepared text, "
+        "summary.json, and caches. Created by pipelines.prepare_data, read by the others.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "dataset",
+        MULTI30K,
+        f"Corpus: '{MULTI30K}' (embedded, offline), '{LOCAL}' (text files given by "
+        f"--train_prefix/--valid_prefix/--test_prefix), or a tfds catalog name with its "
+        f"config: {', '.join(WMT_DATASETS)}.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string("source_lang", "en", "Source language code.", flag_values=flag_values)
+    flags.DEFINE_string("target_lang", "de", "Target language code.", flag_values=flag_values)
+    for split, flag_split in (("train", "train"), ("validation", "valid"), ("test", "test")):
+        flags.DEFINE_string(
+            f"{flag_split}_prefix",
+            None,
+            f"--dataset=local: prefix of the {split} files PREFIX.SRC and PREFIX.TGT "
+            "(e.g. /corpus/train for /corpus/train.en, /corpus/train.de; plain or .gz).",
+            flag_values=flag_values,
+        )
+    flags.DEFINE_string(
+        "tfds_data_dir",
+        None,
+        "tfds data directory for Multi30k and catalog datasets (default: DATA_DIR/tfds). "
+        "Point it at an existing one (e.g. ~/tensorflow_datasets) to reuse prepared data.",
+        flag_values=flag_values,
+    )
+    _define_cleaning_and_bpe_flags(flag_values)
+
+
+def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
+    # Cleaning (training split only), defaults from the paper (section 4.1).
+    flags.DEFINE_integer(
+        "max_words",
+        175,
+        "Drop training pairs with a side longer than this many words (0: no limit).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "max_length_ratio",
+        1.5,
+        "Drop training pairs whose longer side has more than this many times the words of "
+        "the shorter side (0: no limit).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "invalid_utf8",
+        "error",
+        list(INVALID_UTF8_POLICIES),
+        "Invalid UTF-8 in the corpus: 'error' stops naming the file and line; 'replace' "
+        "substitutes U+FFFD and counts the lines in summary.json.",
+        flag_values=flag_values,
+    )
+    # BPE.
+    flags.DEFINE_integer(
+        "vocab_size",
+        8000,
+        "Joint SentencePiece BPE vocabulary size, special tokens included (the paper's WMT "
+        "setups use 40000).",
+        lower_bound=5,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "bpe_character_coverage",
+        1.0,
+        "Share of characters the BPE model covers; rarer ones become <unk>.",
+        lower_bound=0.9,
+        upper_bound=1.0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "bpe_max_sentences",
+        0,
+        "Train BPE on a seeded sample of this many sentences (0: all; set it for WMT-sized "
+        "corpora to bound memory).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+
+
+@flag_group(PREPARE)
+def define_prepare_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flags of pipelines.prepare_data besides the data flags."""
+    if "force_prepare" in flag_values:
+        return
+    flags.DEFINE_bool(
+        "force_prepare",
+        False,
+        "Prepare the data even if DATA_DIR is up to date with the corpus and flags.",
+        flag_values=flag_values,
+    )
+
+
+@flag_group(BATCHING)
+def define_batching_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the input-pipeline flags of training: batches, shuffling, caching."""
+    if "max_tokens" in flag_values:
+        return
+    flags.DEFINE_integer(
+        "max_tokens",
+        4000,
+        "Token budget of a batch per replica, padding included (batch size x padded length, "
+        "on source and target alike).",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_sentences",
+        0,
+        "At most this many sentences per batch (0: only the token budget limits).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "shuffle_buffer_size",
+        0,
+        "Training pairs in the shuffle buffer (0: the whole corpus, up to 2,000,000).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "tokenized_cache",
+        "memory",
+        list(TOKENIZED_CACHE_MODES),
+        "Where the tokenised corpus is cached after the first pass: 'memory', or 'disk' "
+        "(DATA_DIR/cache, reused across runs; for corpora larger than memory).",
+        flag_values=flag_values,
+    )
+
+
+def _require_data_dir(flag_values: flags.FlagValues) -> str:
+    if not flag_values.data_dir:
+        raise flags.ValidationError("--data_dir is required.")
+    return flag_values.data_dir
+
+
+def prepare_config_from_flags(flag_values: flags.FlagValues = FLAGS) -> PrepareConfig:
+    """Returns the `PrepareConfig` the data flags describe."""
+    split_prefixes = {
+        split: prefix
+        for split, prefix in (
+            ("train", flag_values.train_prefix),
+            ("validation", flag_values.valid_prefix),
+            ("test", flag_values.test_prefix),
+        )
+        if prefix
+    }
+    if flag_values.dataset != LOCAL and split_prefixes:
+        raise flags.ValidationError(
+            "--train_prefix/--valid_prefix/--test_prefix need --dataset=local."
+        )
+    return PrepareConfig(
+        data_dir=_require_data_dir(flag_values),
+        dataset=flag_values.dataset,
+        source_lang=flag_values.source_lang,
+        target_lang=flag_values.target_lang,
+        split_prefixes=split_prefixes,
+        tfds_data_dir=flag_values.tfds_data_dir,
+        vocab_size=flag_values.vocab_size,
+        cleaning=CleaningConfig(
+            max_words=flag_values.max_words, max_length_ratio=flag_values.max_length_ratio
+        ),
+        invalid_utf8=flag_values.invalid_utf8,
+        bpe_character_coverage=flag_values.bpe_character_coverage,
+        bpe_max_sentences=flag_values.bpe_max_sentences,
+    )
+
+
+def eval_dataset_kwargs(flag_values: flags.FlagValues = FLAGS) -> dict[str, Any]:
+    """Returns the keyword arguments of `pipeline.make_eval_dataset` set by flags."""
+    cache_dir = None
+    if flag_values.tokenized_cache == "disk":
+        cache_dir = os.path.join(_require_data_dir(flag_values), CACHE_SUBDIR)
+    return {
+        "max_tokens": flag_values.max_tokens,
+        "max_sentences": flag_values.max_sentences or None,
+        "max_source_positions": flag_values.max_source_positions,
+        "max_target_positions": flag_values.max_target_positions,
+        "cache_dir": cache_dir,
+    }
+
+
+def training_dataset_kwargs(flag_values: flags.FlagValues = FLAGS, *, seed: int = 1) -> dict:
+    """Returns the keyword arguments of `pipeline.make_training_dataset` (and
+    `TrainingDatasetFn`) set by flags; `seed` is the run's seed (shuffling)."""
+    return {
+        **eval_dataset_kwargs(flag_values),
+        "shuffle_buffer_size": flag_values.shuffle_buffer_size or None,
+        "seed": seed,
+    }
