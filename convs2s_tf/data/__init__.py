@@ -9,8 +9,10 @@ Modules (one concept each):
 - `bpe`: joint SentencePiece BPE training with the project's special ids.
 - `statistics`: token counts and length percentiles for the summary.
 - `fingerprint`: what prepared outputs were made from (re-runs are no-ops).
-- `prepare`: corpus -> data directory (`prepare_data`, `PreparedData`).
+- `data_directory`: what a prepared data directory holds (`PreparedData`, file names).
+- `prepare`: corpus -> data directory (`prepare_data`).
 - `tokenizer`: in-graph SentencePiece (`Tokenizer`), usable in tf.data and SavedModels.
 - `batching`: fixed length buckets under a token budget.
-- `pipeline`: `make_training_dataset`, `make_eval_dataset`.
+- `pipeline` (a package): `make_training_dataset`, `make_eval_dataset`, built from its
+  modules (length limits, tokenised-pair cache, counting pass, batches).
 """

@@ -1,19 +1,11 @@
 """Data preparation: corpus -> cleaned text -> joint BPE model -> summary, in a data directory.
 
-Layout of `data_dir` after `prepare_data`:
-
-- `{split}.{lang}`: the prepared text of each split and side, UTF-8, one sentence per
-  line. Training pairs are cleaned (`cleaning`); validation and test pairs only have their
-  whitespace normalised (nothing is dropped, so BLEU covers the whole set).
-- `sentencepiece.model`, `sentencepiece.vocab`: the joint BPE model and its vocabulary.
-- `summary.json`: pairs kept and dropped per rule, token counts, length percentiles.
-- `fingerprint.json`: what the outputs were made from; a re-run with the same inputs and
-  options finds it and does nothing.
-- `tfds/`: the tfds data directory (prepared Multi30k), unless another one is given.
+`prepare_data` reads and cleans every split, trains the BPE model on the training text,
+counts tokens, then writes the summary and, last, the fingerprint; the files it writes
+are listed in `data_directory`. The names of that module are also importable from here.
 """
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,17 +15,36 @@ from absl import logging
 
 from convs2s_tf.data import bpe, statistics
 from convs2s_tf.data.cleaning import CleaningConfig, CleaningReport, clean_pairs, normalize_pairs
+from convs2s_tf.data.data_directory import (
+    FINGERPRINT_FILE,
+    SENTENCEPIECE_PREFIX,
+    SUMMARY_FILE,
+    TFDS_SUBDIR,
+    PreparedData,
+    outputs_exist,
+    split_paths,
+    write_split,
+    write_summary,
+)
 from convs2s_tf.data.fingerprint import compute_fingerprint, read_fingerprint, write_fingerprint
-from convs2s_tf.data.sources import make_source
+from convs2s_tf.data.sources import ParallelSource, make_source
 from convs2s_tf.data.text_files import LineDecoder
+
+__all__ = [
+    "FINGERPRINT_FILE",
+    "FORMAT_VERSION",
+    "SENTENCEPIECE_PREFIX",
+    "SUMMARY_FILE",
+    "TFDS_SUBDIR",
+    "PrepareConfig",
+    "PreparedData",
+    "PrepareResult",
+    "prepare_data",
+    "split_paths",
+]
 
 # Bump when the prepared files change meaning, so existing data directories are redone.
 FORMAT_VERSION = 1
-
-SUMMARY_FILE = "summary.json"
-FINGERPRINT_FILE = "fingerprint.json"
-SENTENCEPIECE_PREFIX = "sentencepiece"
-TFDS_SUBDIR = "tfds"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,61 +99,6 @@ class PrepareConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class PreparedData:
-    """A prepared data directory: paths of its files and its summary.
-
-    Load one with `PreparedData.load(data_dir)` (after `prepare_data`).
-    """
-
-    data_dir: str
-    source_lang: str
-    target_lang: str
-    splits: tuple[str, ...]
-    summary: dict[str, Any]
-
-    @classmethod
-    def load(cls, data_dir: str) -> "PreparedData":
-        """Reads `data_dir/summary.json`; raises FileNotFoundError if not prepared."""
-        summary_path = os.path.join(data_dir, SUMMARY_FILE)
-        if not os.path.isfile(summary_path):
-            raise FileNotFoundError(
-                f"{summary_path} not found: prepare the data first, e.g. "
-                f"python -m pipelines.prepare_data --flagfile=... --data_dir={data_dir}"
-            )
-        with open(summary_path, encoding="utf-8") as file:
-            summary = json.load(file)
-        return cls(
-            data_dir=data_dir,
-            source_lang=summary["source_lang"],
-            target_lang=summary["target_lang"],
-            splits=tuple(summary["splits"]),
-            summary=summary,
-        )
-
-    @property
-    def sentencepiece_model_path(self) -> str:
-        return os.path.join(self.data_dir, SENTENCEPIECE_PREFIX + ".model")
-
-    @property
-    def vocabulary_path(self) -> str:
-        return os.path.join(self.data_dir, SENTENCEPIECE_PREFIX + ".vocab")
-
-    def split_paths(self, split: str) -> tuple[str, str]:
-        """Returns the (source, target) text files of `split`."""
-        if split not in self.splits:
-            raise ValueError(f"Split {split!r} was not prepared; prepared: {self.splits}.")
-        return split_paths(self.data_dir, split, self.source_lang, self.target_lang)
-
-
-def split_paths(data_dir: str, split: str, source_lang: str, target_lang: str) -> tuple[str, str]:
-    """Returns the prepared (source, target) text file paths of `split` in `data_dir`."""
-    return (
-        os.path.join(data_dir, f"{split}.{source_lang}"),
-        os.path.join(data_dir, f"{split}.{target_lang}"),
-    )
-
-
-@dataclasses.dataclass(frozen=True)
 class PrepareResult:
     """Outcome of `prepare_data`: the summary, and whether existing outputs were reused."""
 
@@ -151,34 +107,13 @@ class PrepareResult:
     data: PreparedData
 
 
-def _write_split(pairs, source_path: str, target_path: str) -> None:
-    """Writes pairs to two files via temporary names, renamed once complete."""
-    with (
-        open(source_path + ".tmp", "w", encoding="utf-8", newline="\n") as source_file,
-        open(target_path + ".tmp", "w", encoding="utf-8", newline="\n") as target_file,
-    ):
-        for source, target in pairs:
-            source_file.write(source + "\n")
-            target_file.write(target + "\n")
-    os.replace(source_path + ".tmp", source_path)
-    os.replace(target_path + ".tmp", target_path)
-
-
-def _outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lang: str) -> bool:
-    paths = [os.path.join(data_dir, name) for name in (SUMMARY_FILE,)]
-    paths += [os.path.join(data_dir, SENTENCEPIECE_PREFIX + ext) for ext in (".model", ".vocab")]
-    for split in splits:
-        paths += split_paths(data_dir, split, source_lang, target_lang)
-    return all(os.path.isfile(path) for path in paths)
-
-
 def prepare_data(
     config: PrepareConfig,
     *,
     force: bool = False,
     host_checker: Callable[[str], bool] | None = None,
 ) -> PrepareResult:
-    """Prepares `config.data_dir` (see the module docstring), unless it is up to date.
+    """Prepares `config.data_dir` (see `data_directory`), unless it is up to date.
 
     Args:
         config: what to prepare.
@@ -201,20 +136,14 @@ def prepare_data(
         tfds_data_dir=config.resolved_tfds_data_dir,
         host_checker=host_checker,
     )
-    identity = {
-        "format_version": FORMAT_VERSION,
-        "sentencepiece_version": spm.__version__,
-        "options": config.output_options(),
-        "inputs": source.describe(),
-        "splits": list(source.splits),
-    }
+    identity = _identity(config, source)
     fingerprint = compute_fingerprint(identity)
     fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
     splits = list(source.splits)
     if (
         not force
         and read_fingerprint(fingerprint_path) == fingerprint
-        and _outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
+        and outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
     ):
         logging.info(
             "%s is up to date (fingerprint %s); nothing to do.", config.data_dir, fingerprint[:12]
@@ -227,26 +156,60 @@ def prepare_data(
     if os.path.exists(fingerprint_path):
         os.remove(fingerprint_path)
     source.check()
-
-    split_summaries = {}
-    for split in splits:
+    split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
+    processor = _train_bpe(config)
+    for split, split_summary in split_summaries.items():
         source_path, target_path = split_paths(
             config.data_dir, split, config.source_lang, config.target_lang
         )
-        logging.info("Reading the %s split of %s", split, config.dataset)
-        decoder = LineDecoder(config.invalid_utf8)
-        report = CleaningReport()
-        pairs = source.read_split(split, decoder)
-        if split == "train":
-            kept = clean_pairs(pairs, config.cleaning, report)
-        else:
-            # Evaluation sets are kept whole: BLEU must cover every reference.
-            kept = normalize_pairs(pairs, report)
-        _write_split(kept, source_path, target_path)
-        split_summaries[split] = report.as_dict()
-        split_summaries[split]["invalid_utf8_lines_replaced"] = dict(decoder.replaced_lines)
-        logging.info("%s: %s", split, split_summaries[split])
+        split_summary["source"] = statistics.side_statistics(processor, source_path)
+        split_summary["target"] = statistics.side_statistics(processor, target_path)
+    summary = _summary(config, fingerprint, processor, split_summaries)
+    write_summary(config.data_dir, summary)
+    # Last, so that a directory with a fingerprint is a complete one.
+    write_fingerprint(fingerprint_path, fingerprint, identity)
+    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(config.data_dir))
 
+
+def _identity(config: PrepareConfig, source: ParallelSource) -> dict[str, Any]:
+    """Returns everything the outputs depend on: the fingerprint is computed from it."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "sentencepiece_version": spm.__version__,
+        "options": config.output_options(),
+        "inputs": source.describe(),
+        "splits": list(source.splits),
+    }
+
+
+def _write_clean_split(config: PrepareConfig, source: ParallelSource, split: str) -> dict:
+    """Reads `split`, cleans it (training) or normalises it (evaluation), and writes it.
+
+    Returns:
+        The split's summary so far: pairs kept and dropped per rule, and the lines whose
+        invalid UTF-8 was replaced, per file.
+    """
+    source_path, target_path = split_paths(
+        config.data_dir, split, config.source_lang, config.target_lang
+    )
+    logging.info("Reading the %s split of %s", split, config.dataset)
+    decoder = LineDecoder(config.invalid_utf8)
+    report = CleaningReport()
+    pairs = source.read_split(split, decoder)
+    if split == "train":
+        kept = clean_pairs(pairs, config.cleaning, report)
+    else:
+        # Evaluation sets are kept whole: BLEU must cover every reference.
+        kept = normalize_pairs(pairs, report)
+    write_split(kept, source_path, target_path)
+    split_summary = report.as_dict()
+    split_summary["invalid_utf8_lines_replaced"] = dict(decoder.replaced_lines)
+    logging.info("%s: %s", split, split_summary)
+    return split_summary
+
+
+def _train_bpe(config: PrepareConfig) -> spm.SentencePieceProcessor:
+    """Trains the joint BPE model on the prepared training text and returns it, loaded."""
     train_source, train_target = split_paths(
         config.data_dir, "train", config.source_lang, config.target_lang
     )
@@ -261,15 +224,17 @@ def prepare_data(
     )
     processor = spm.SentencePieceProcessor(model_file=model_path)
     bpe.check_special_ids(processor)
+    return processor
 
-    for split in splits:
-        source_path, target_path = split_paths(
-            config.data_dir, split, config.source_lang, config.target_lang
-        )
-        split_summaries[split]["source"] = statistics.side_statistics(processor, source_path)
-        split_summaries[split]["target"] = statistics.side_statistics(processor, target_path)
 
-    summary = {
+def _summary(
+    config: PrepareConfig,
+    fingerprint: str,
+    processor: spm.SentencePieceProcessor,
+    split_summaries: dict[str, dict],
+) -> dict[str, Any]:
+    """Returns the content of `summary.json` (its key order is the file's)."""
+    return {
         "dataset": config.dataset,
         "source_lang": config.source_lang,
         "target_lang": config.target_lang,
@@ -288,15 +253,8 @@ def prepare_data(
                     os.path.basename(path)
                     for path in split_paths("", split, config.source_lang, config.target_lang)
                 ]
-                for split in splits
+                for split in split_summaries
             },
         },
         "splits": split_summaries,
     }
-    summary_path = os.path.join(config.data_dir, SUMMARY_FILE)
-    with open(summary_path + ".tmp", "w", encoding="utf-8") as file:
-        json.dump(summary, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(summary_path + ".tmp", summary_path)
-    write_fingerprint(fingerprint_path, fingerprint, identity)
-    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(config.data_dir))

@@ -1,19 +1,19 @@
-"""Writing SavedModels in TF Serving's layout, with warm-up requests and server configs."""
+"""TF Serving's layout: integer version directories under a base directory, each written
+atomically, and the server's model config and batching parameters beside them.
+
+    EXPORT_DIR/
+        1/  2/ ...                   versions (saved_model.pb, variables/, assets.extra/)
+        models.config                tensorflow_model_server --model_config_file
+        batching_parameters.txt      tensorflow_model_server --batching_parameters_file
+"""
 
 import os
 import re
 
 import tensorflow as tf
 
-from convs2s_tf.export.translation_module import TranslationModule
-
-WARMUP_TEXTS = (
-    "A man is riding a bicycle down the street.",
-    "Two dogs are playing in the snow.",
-    "",
-    "A little girl in a pink dress is smiling at the camera.",
-)
-
+MODEL_CONFIG_FILE = "models.config"
+BATCHING_PARAMETERS_FILE = "batching_parameters.txt"
 BATCHING_PARAMETERS = """\
 # TF Serving batching (tensorflow_model_server --enable_batching
 #   --batching_parameters_file=batching_parameters.txt): requests are merged into
@@ -23,46 +23,58 @@ batch_timeout_micros { value: 5000 }
 max_enqueued_batches { value: 100 }
 num_batch_threads { value: 2 }
 """
+_SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def _versions(base_path):
+    names = tf.io.gfile.listdir(base_path) if tf.io.gfile.isdir(base_path) else []
+    # gfile lists subdirectories of some filesystems with a trailing slash.
+    return [int(name.rstrip("/")) for name in names if re.fullmatch(r"\d+/?", name)]
 
 
 def next_version(export_dir):
     """The next free integer version under `export_dir` (1 for a new directory)."""
-    versions = [
-        int(name)
-        for name in (tf.io.gfile.listdir(export_dir) if tf.io.gfile.isdir(export_dir) else [])
-        if re.fullmatch(r"\d+/?", name)
-    ]
-    return max(versions, default=0) + 1
+    return max(_versions(export_dir), default=0) + 1
 
 
 def latest_version_dir(base_path):
-    """The newest `<base_path>/<version>` holding a saved_model.pb (what TF Serving serves)."""
+    """The newest `<base_path>/<version>` holding a saved_model.pb (what TF Serving serves).
+
+    Raises:
+        FileNotFoundError: No such version.
+    """
     versions = [
-        int(name.rstrip("/"))
-        for name in (tf.io.gfile.listdir(base_path) if tf.io.gfile.isdir(base_path) else [])
-        if re.fullmatch(r"\d+/?", name)
-        and tf.io.gfile.exists(os.path.join(base_path, name.rstrip("/"), "saved_model.pb"))
+        version
+        for version in _versions(base_path)
+        if tf.io.gfile.exists(os.path.join(base_path, str(version), "saved_model.pb"))
     ]
     if not versions:
         raise FileNotFoundError(f"No SavedModel version under {base_path}.")
     return os.path.join(base_path, str(max(versions)))
 
 
-def _write_warmup_requests(version_dir, model_name, texts):
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+def find_saved_model(path):
+    """The SavedModel directory `path` names, or None.
 
-    directory = os.path.join(version_dir, "assets.extra")
-    tf.io.gfile.makedirs(directory)
-    with tf.io.TFRecordWriter(os.path.join(directory, "tf_serving_warmup_requests")) as writer:
-        for batch in ([texts[0]], list(texts)):
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
-            )
-            request.inputs["text"].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
-            writer.write(log.SerializeToString())
+    Args:
+        path: An export base directory (its newest version is meant) or a SavedModel
+            directory itself.
+
+    Returns:
+        The directory holding saved_model.pb (or .pbtxt), or None if there is none.
+    """
+    try:
+        path = latest_version_dir(path)
+    except FileNotFoundError:
+        pass  # a version directory itself, or no SavedModel at all
+    if any(tf.io.gfile.exists(os.path.join(path, name)) for name in _SAVED_MODEL_FILES):
+        return path
+    return None
+
+
+def default_model_name(export_dir):
+    """The name TF Serving serves `export_dir` under: its base name."""
+    return os.path.basename(os.path.normpath(export_dir))
 
 
 def write_server_configs(export_dir, model_name):
@@ -76,28 +88,30 @@ def write_server_configs(export_dir, model_name):
         "  }\n"
         "}\n"
     )
-    with tf.io.gfile.GFile(os.path.join(export_dir, "models.config"), "w") as f:
+    with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_CONFIG_FILE), "w") as f:
         f.write(config)
-    with tf.io.gfile.GFile(os.path.join(export_dir, "batching_parameters.txt"), "w") as f:
+    with tf.io.gfile.GFile(os.path.join(export_dir, BATCHING_PARAMETERS_FILE), "w") as f:
         f.write(BATCHING_PARAMETERS)
 
 
-def export_translator(model, tokenizer, export_dir, search_config=None, model_name=None):
-    """Exports `model` + `tokenizer` to `export_dir/<next version>/`.
+def write_next_version(export_dir, write, model_name=None):
+    """Writes the next version of `export_dir` atomically, then the server configs.
+
+    Args:
+        export_dir: The export base directory (created if missing).
+        write: `write(directory)` fills a new, empty version directory.
+        model_name: Name in `models.config` (default: `default_model_name(export_dir)`).
 
     Returns:
         The version directory written.
     """
-    module = TranslationModule(model, tokenizer, search_config)
-    model_name = model_name or os.path.basename(os.path.normpath(export_dir))
     version_dir = os.path.join(export_dir, str(next_version(export_dir)))
     # Written under a temporary name and renamed, so a server polling export_dir never
-    # sees a half-written version.
+    # sees a half-written version (and a failed export leaves no version behind).
     temporary = version_dir + ".tmp"
     if tf.io.gfile.exists(temporary):
         tf.io.gfile.rmtree(temporary)
-    tf.saved_model.save(module, temporary, signatures=module.signatures())
-    _write_warmup_requests(temporary, model_name, WARMUP_TEXTS)
+    write(temporary)
     tf.io.gfile.rename(temporary, version_dir)
-    write_server_configs(export_dir, model_name)
+    write_server_configs(export_dir, model_name or default_model_name(export_dir))
     return version_dir

@@ -1,4 +1,5 @@
-"""The exported translator: strings in, translations out, in core TF and tf-text ops."""
+"""The exported translators: `tf.Module`s whose signatures run the beam search in core TF
+and tf-text ops (strings or token ids in, translations out)."""
 
 import tensorflow as tf
 
@@ -8,6 +9,11 @@ from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+# The SavedModel signature names (what TF Serving clients ask for).
+TRANSLATE_SIGNATURE = "serving_default"
+NBEST_SIGNATURE = "translate_nbest"
+IDS_SIGNATURE = "translate_ids"
+ATTENTION_SIGNATURE = "translate_with_attention"
 
 
 class TranslationModule(tf.Module):
@@ -134,9 +140,30 @@ class TranslationModule(tf.Module):
         }
 
     def signatures(self):
+        """The functions a SavedModel of this module serves, by signature name."""
         return {
-            "serving_default": self.translate,
-            "translate_nbest": self.translate_nbest,
-            "translate_ids": self.translate_ids,
-            "translate_with_attention": self.translate_with_attention,
+            TRANSLATE_SIGNATURE: self.translate,
+            NBEST_SIGNATURE: self.translate_nbest,
+            IDS_SIGNATURE: self.translate_ids,
+            ATTENTION_SIGNATURE: self.translate_with_attention,
         }
+
+
+class TokenIdsTranslationModule(TranslationModule):
+    """`TranslationModule` without a tokenizer: its `translate_ids` signature only.
+
+    For imported models that read text tokenised outside the graph. The text signatures
+    need a tokenizer, so they are removed from the module (a SavedModel would otherwise
+    trace them).
+    """
+
+    translate = None
+    translate_nbest = None
+    translate_with_attention = None
+
+    def __init__(self, model, search_config=None):
+        super().__init__(model, None, search_config)
+
+    def signatures(self):
+        """The `translate_ids` signature alone."""
+        return {IDS_SIGNATURE: self.translate_ids}

@@ -1,0 +1,110 @@
+"""What a prepared data directory holds: its file names, reading it, writing its files.
+
+Layout of a data directory (written by `prepare.prepare_data`):
+
+- `{split}.{lang}`: the prepared text of each split and side, UTF-8, one sentence per
+  line. Training pairs are cleaned (`cleaning`); validation and test pairs only have their
+  whitespace normalised (nothing is dropped, so BLEU covers the whole set).
+- `sentencepiece.model`, `sentencepiece.vocab`: the joint BPE model and its vocabulary.
+- `summary.json`: pairs kept and dropped per rule, token counts, length percentiles.
+- `fingerprint.json`: what the outputs were made from; a re-run with the same inputs and
+  options finds it and does nothing.
+- `tfds/`: the tfds data directory (prepared Multi30k), unless another one is given.
+"""
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+SUMMARY_FILE = "summary.json"
+FINGERPRINT_FILE = "fingerprint.json"
+SENTENCEPIECE_PREFIX = "sentencepiece"
+TFDS_SUBDIR = "tfds"
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    """A prepared data directory: paths of its files and its summary.
+
+    Load one with `PreparedData.load(data_dir)` (after `prepare_data`).
+    """
+
+    data_dir: str
+    source_lang: str
+    target_lang: str
+    splits: tuple[str, ...]
+    summary: dict[str, Any]
+
+    @classmethod
+    def load(cls, data_dir: str) -> "PreparedData":
+        """Reads `data_dir/summary.json`; raises FileNotFoundError if not prepared."""
+        summary_path = os.path.join(data_dir, SUMMARY_FILE)
+        if not os.path.isfile(summary_path):
+            raise FileNotFoundError(
+                f"{summary_path} not found: prepare the data first, e.g. "
+                f"python -m pipelines.prepare_data --flagfile=... --data_dir={data_dir}"
+            )
+        with open(summary_path, encoding="utf-8") as file:
+            summary = json.load(file)
+        return cls(
+            data_dir=data_dir,
+            source_lang=summary["source_lang"],
+            target_lang=summary["target_lang"],
+            splits=tuple(summary["splits"]),
+            summary=summary,
+        )
+
+    @property
+    def sentencepiece_model_path(self) -> str:
+        return os.path.join(self.data_dir, SENTENCEPIECE_PREFIX + ".model")
+
+    @property
+    def vocabulary_path(self) -> str:
+        return os.path.join(self.data_dir, SENTENCEPIECE_PREFIX + ".vocab")
+
+    def split_paths(self, split: str) -> tuple[str, str]:
+        """Returns the (source, target) text files of `split`."""
+        if split not in self.splits:
+            raise ValueError(f"Split {split!r} was not prepared; prepared: {self.splits}.")
+        return split_paths(self.data_dir, split, self.source_lang, self.target_lang)
+
+
+def split_paths(data_dir: str, split: str, source_lang: str, target_lang: str) -> tuple[str, str]:
+    """Returns the prepared (source, target) text file paths of `split` in `data_dir`."""
+    return (
+        os.path.join(data_dir, f"{split}.{source_lang}"),
+        os.path.join(data_dir, f"{split}.{target_lang}"),
+    )
+
+
+def outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lang: str) -> bool:
+    """Returns whether `data_dir` holds the summary, the BPE model and every split's text."""
+    paths = [os.path.join(data_dir, name) for name in (SUMMARY_FILE,)]
+    paths += [os.path.join(data_dir, SENTENCEPIECE_PREFIX + ext) for ext in (".model", ".vocab")]
+    for split in splits:
+        paths += split_paths(data_dir, split, source_lang, target_lang)
+    return all(os.path.isfile(path) for path in paths)
+
+
+def write_split(pairs: Iterable[tuple[str, str]], source_path: str, target_path: str) -> None:
+    """Writes pairs to two files via temporary names, renamed once complete."""
+    with (
+        open(source_path + ".tmp", "w", encoding="utf-8", newline="\n") as source_file,
+        open(target_path + ".tmp", "w", encoding="utf-8", newline="\n") as target_file,
+    ):
+        for source, target in pairs:
+            source_file.write(source + "\n")
+            target_file.write(target + "\n")
+    os.replace(source_path + ".tmp", source_path)
+    os.replace(target_path + ".tmp", target_path)
+
+
+def write_summary(data_dir: str, summary: dict[str, Any]) -> None:
+    """Writes `summary.json` via a temporary name, renamed once complete."""
+    summary_path = os.path.join(data_dir, SUMMARY_FILE)
+    with open(summary_path + ".tmp", "w", encoding="utf-8") as file:
+        json.dump(summary, file, indent=2, ensure_ascii=False)
+        file.write("\n")
+    os.replace(summary_path + ".tmp", summary_path)

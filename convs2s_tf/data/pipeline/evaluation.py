@@ -1,0 +1,58 @@
+"""The evaluation pipeline: every pair once, deterministic, with its text and line index."""
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from convs2s_tf.data.pipeline.batches import BatchedDataset, batch_pairs
+from convs2s_tf.data.pipeline.length_stats import count_length_stats
+from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
+from convs2s_tf.data.pipeline.tokenized_pairs import cached_tokenized_pairs, shard_spec
+from convs2s_tf.data.tokenizer import Tokenizer
+
+
+def make_eval_dataset(
+    source_path: str,
+    target_path: str,
+    tokenizer: Tokenizer,
+    *,
+    max_tokens: int = 4000,
+    max_sentences: int | None = None,
+    max_source_positions: int = DEFAULT_MAX_POSITIONS,
+    max_target_positions: int = DEFAULT_MAX_POSITIONS,
+    bucket_lengths: Sequence[int] | None = None,
+    cache_dir: str | None = None,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    input_context: tf.distribute.InputContext | None = None,
+) -> BatchedDataset:
+    """Returns evaluation batches: every pair once, in a deterministic order, with text.
+
+    Nothing is dropped: a side longer than its positions allow is truncated (keeping
+    `</s>` last) and counted in `stats.pairs_too_long`; partial batches are kept. Batches
+    are bucketed by length like training batches, so they do not follow the corpus
+    order: "index" gives each pair's line, and "source_text" and "reference_text" travel
+    with the ids, so hypotheses and references stay aligned for BLEU.
+
+    Args:
+        source_path, target_path, tokenizer, max_tokens, max_sentences,
+        max_source_positions, max_target_positions, bucket_lengths, cache_dir,
+        num_shards, shard_index, input_context: as for `make_training_dataset`.
+
+    Returns:
+        The batches with their `LengthStats` and bucket layout.
+    """
+    shard = shard_spec(input_context, num_shards, shard_index)
+    limits = PipelineLimits.create(
+        max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
+    )
+    tokenized = cached_tokenized_pairs(
+        source_path, target_path, tokenizer, shard, limits, evaluation=True, cache_dir=cache_dir
+    )
+    stats = count_length_stats(tokenized, limits, evaluation=True)
+    return BatchedDataset(
+        dataset=batch_pairs(tokenized, limits).prefetch(tf.data.AUTOTUNE),
+        stats=stats,
+        bucket_lengths=limits.bucket_lengths,
+        batch_sizes=limits.batch_sizes,
+    )

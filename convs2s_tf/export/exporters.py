@@ -1,0 +1,195 @@
+"""Exporters: the kinds of SavedModel a trained model is exported as, chosen by name.
+
+    exporter = make_exporter("text")
+    version_dir = exporter.export(model, "saved_models/NAME", tokenizer=tokenizer)
+
+* `text`: strings in and out, the SentencePiece tokenizer inside the graph
+  (`TextExporter`).
+* `token_ids`: token ids in and out, for an imported fairseq model that reads text
+  tokenised outside the graph (`TokenIdsExporter`).
+
+A new kind (e.g. an ensemble) subclasses `Exporter` and registers itself with
+`@register_exporter(name)`. Every exporter writes through the same versioned, atomic
+writer (`write_next_version`) and warm-up writer (`write_warmup_requests`), so each
+export is a complete TF Serving version with warm-up requests and server configs.
+"""
+
+import abc
+import os
+
+import tensorflow as tf
+
+from convs2s_tf.export.saved_model import default_model_name, write_next_version
+from convs2s_tf.export.translation_module import (
+    IDS_SIGNATURE,
+    IDS_SPEC,
+    TEXT_SPEC,
+    TRANSLATE_SIGNATURE,
+    TokenIdsTranslationModule,
+    TranslationModule,
+)
+from convs2s_tf.export.warmup import ASSETS_EXTRA, WarmupRequest, write_warmup_requests
+from convs2s_tf.vocabulary import PAD_ID
+
+_EXPORTERS = {}
+
+
+def register_exporter(name):
+    """Class decorator registering an `Exporter` subclass under `name`."""
+
+    def register(exporter_class):
+        if name in _EXPORTERS:
+            raise ValueError(f"An exporter named {name!r} is registered already.")
+        if not issubclass(exporter_class, Exporter):
+            raise TypeError(f"{exporter_class.__name__} is not an Exporter.")
+        exporter_class.name = name
+        _EXPORTERS[name] = exporter_class
+        return exporter_class
+
+    return register
+
+
+def list_exporters():
+    """The registered exporter names, sorted."""
+    return sorted(_EXPORTERS)
+
+
+def make_exporter(name, **kwargs):
+    """A new exporter of the kind registered as `name`, built with `kwargs`.
+
+    Raises:
+        ValueError: No exporter is registered under `name`.
+    """
+    if name not in _EXPORTERS:
+        raise ValueError(f"Unknown exporter {name!r}; known: {', '.join(list_exporters())}.")
+    return _EXPORTERS[name](**kwargs)
+
+
+class Exporter(abc.ABC):
+    """Writes one kind of SavedModel as the next version of an export directory."""
+
+    name = None  # set by `register_exporter`
+
+    def export(
+        self,
+        model,
+        export_dir,
+        *,
+        tokenizer=None,
+        vocabulary_files=None,
+        search_config=None,
+        model_name=None,
+    ):
+        """Exports `model` to `export_dir/<next version>/`.
+
+        Args:
+            model: A built `ConvS2S`.
+            export_dir: Base directory in TF Serving's layout (versions below it).
+            tokenizer: The model's tokenizer, for exporters with text signatures.
+            vocabulary_files: The token vocabularies of an imported run (a
+                `convs2s_tf.runs.VocabularyFiles`), for exporters that ship them.
+            search_config: A `SearchConfig` (default: its defaults), fixed in the export.
+            model_name: Name in `models.config` and the warm-up requests (default: the
+                base name of `export_dir`).
+
+        Returns:
+            The version directory written.
+
+        Raises:
+            ValueError: This exporter needs an input that was not given.
+        """
+        assets = self.extra_assets(vocabulary_files)
+        module = self.build_module(model, tokenizer, search_config)
+        model_name = model_name or default_model_name(export_dir)
+
+        def write(directory):
+            tf.saved_model.save(module, directory, signatures=module.signatures())
+            write_warmup_requests(directory, model_name, self.warmup_requests())
+            for name, path in assets.items():
+                tf.io.gfile.copy(path, os.path.join(directory, ASSETS_EXTRA, name), overwrite=True)
+
+        return write_next_version(export_dir, write, model_name)
+
+    @abc.abstractmethod
+    def build_module(self, model, tokenizer, search_config):
+        """The `tf.Module` to save; its `signatures()` are what the export serves."""
+
+    @abc.abstractmethod
+    def warmup_requests(self):
+        """The `WarmupRequest`s TF Serving replays when it loads the export."""
+
+    def extra_assets(self, vocabulary_files):
+        """{file name: path} of the files copied into the export's `assets.extra/`."""
+        del vocabulary_files  # most exports carry everything in the graph
+        return {}
+
+
+# Warm-up sentences of the text export: a short one alone, then a batch with an empty one.
+WARMUP_TEXTS = (
+    "A man is riding a bicycle down the street.",
+    "Two dogs are playing in the snow.",
+    "",
+    "A little girl in a pink dress is smiling at the camera.",
+)
+
+
+@register_exporter("text")
+class TextExporter(Exporter):
+    """Signatures `serving_default`, `translate_nbest`, `translate_with_attention` (text
+    in, text out) and `translate_ids`, with the tokenizer in the graph; see
+    `TranslationModule`."""
+
+    def build_module(self, model, tokenizer, search_config):
+        if tokenizer is None:
+            raise ValueError("The text export needs the model's tokenizer.")
+        return TranslationModule(model, tokenizer, search_config)
+
+    def warmup_requests(self):
+        return [
+            WarmupRequest(TRANSLATE_SIGNATURE, {TEXT_SPEC.name: tf.constant(batch, tf.string)})
+            for batch in ([WARMUP_TEXTS[0]], list(WARMUP_TEXTS))
+        ]
+
+
+SOURCE_DICT_ASSET = "source_dict.txt"
+TARGET_DICT_ASSET = "target_dict.txt"
+# Warm-up batches of translate_ids (ids beyond the vocabulary become <unk>).
+WARMUP_IDS = ([[4, 5, 6, 7]], [[4, 5, 6, 7], [8, 9, PAD_ID, PAD_ID]])
+
+
+@register_exporter("token_ids")
+class TokenIdsExporter(Exporter):
+    """The `translate_ids` signature alone, for an imported fairseq model without a
+    SentencePiece model (its text is tokenised outside the graph; for the authors' WMT
+    models: Moses tokenisation, then subword-nmt BPE).
+
+    `source_ids` `[batch, time]` int32 (one sentence per row, no `</s>`, right-padded
+    with `<pad>` = 1) in; `output_ids` (ending in `</s>`, then `<pad>`), `length` and
+    `score` out. The two dictionaries travel in `assets.extra/` (`source_dict.txt`,
+    `target_dict.txt`) so that clients map tokens to ids exactly as the model does.
+    """
+
+    def build_module(self, model, tokenizer, search_config):
+        del tokenizer  # the text stays outside the graph
+        return TokenIdsTranslationModule(model, search_config)
+
+    def warmup_requests(self):
+        return [
+            WarmupRequest(IDS_SIGNATURE, {IDS_SPEC.name: tf.constant(batch, tf.int32)})
+            for batch in WARMUP_IDS
+        ]
+
+    def extra_assets(self, vocabulary_files):
+        if vocabulary_files is None:
+            raise ValueError("The token_ids export ships the run's dictionaries: none given.")
+        return {
+            SOURCE_DICT_ASSET: vocabulary_files.source,
+            TARGET_DICT_ASSET: vocabulary_files.target,
+        }
+
+
+def export_translator(model, tokenizer, export_dir, search_config=None, model_name=None):
+    """`make_exporter("text").export(...)` in one call; returns the version directory."""
+    return make_exporter("text").export(
+        model, export_dir, tokenizer=tokenizer, search_config=search_config, model_name=model_name
+    )

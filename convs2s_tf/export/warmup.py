@@ -1,0 +1,54 @@
+"""TF Serving warm-up requests: `assets.extra/tf_serving_warmup_requests` of a version.
+
+TF Serving replays these `PredictionLog` records when it loads a version, so the first
+client request does not pay for tracing and graph optimisation.
+"""
+
+import collections
+import os
+
+import tensorflow as tf
+
+ASSETS_EXTRA = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+WarmupRequest = collections.namedtuple("WarmupRequest", ["signature_name", "inputs"])
+WarmupRequest.__doc__ = """One Predict request replayed when the model loads.
+
+Fields:
+    signature_name: The signature called.
+    inputs: {input name: `tf.Tensor`}, e.g. `tf.constant(["A dog."], tf.string)`.
+"""
+
+
+def write_warmup_requests(version_dir, model_name, requests):
+    """Writes `requests` (`WarmupRequest`s) as the warm-up file of `version_dir`.
+
+    Args:
+        version_dir: A SavedModel directory.
+        model_name: The name the model is served under (each request's model spec).
+        requests: The requests, replayed in order.
+
+    Returns:
+        The path written.
+    """
+    # The serving protos are a dependency of exporting alone.
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    directory = os.path.join(version_dir, ASSETS_EXTRA)
+    tf.io.gfile.makedirs(directory)
+    path = os.path.join(directory, WARMUP_FILE)
+    with tf.io.TFRecordWriter(path) as writer:
+        for signature_name, inputs in requests:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
+            )
+            for name, tensor in inputs.items():
+                request.inputs[name].CopyFrom(
+                    tf.make_tensor_proto(tensor.numpy(), dtype=tensor.dtype)
+                )
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(log.SerializeToString())
+    return path

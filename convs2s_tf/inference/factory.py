@@ -1,0 +1,193 @@
+"""Building translators and exports from a run directory or an export directory.
+
+    translator = open_translator(model_dir="runs/multi30k_en_de")      # its checkpoint
+    translator = open_translator(saved_model="saved_models/multi30k_en_de")
+    load_inference_model("runs/multi30k_en_de").export("saved_models/multi30k_en_de")
+
+Whatever the case (a checkpoint, a text export, a token-ids export), the caller gets a
+`Translator` and needs no further branching.
+"""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from convs2s_tf.decoding import SearchConfig
+from convs2s_tf.export import find_saved_model, make_exporter
+from convs2s_tf.export.translation_module import IDS_SIGNATURE, TRANSLATE_SIGNATURE
+from convs2s_tf.inference.text_translators import CheckpointTranslator, SavedModelTranslator
+from convs2s_tf.inference.token_ids_translator import TokenIdsTranslator
+from convs2s_tf.inference.translator import InferenceError
+from convs2s_tf.interop import tokenizer_for_run
+from convs2s_tf.runs import RunDirectory, load_trained_model
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceModel:
+    """A run's model restored for inference, with what translating or exporting it needs.
+
+    Attributes:
+        model: The built `ConvS2S`, in `search_config`'s dtype.
+        tokenizer: Its tokenizer, or None (a run without a SentencePiece model).
+        checkpoint: The checkpoint restored.
+        run_config: The run's `config.json` content.
+        vocabulary_files: The token vocabularies of an imported run, or None.
+        model_dir: The run directory.
+        search_config: The search, validated against the model.
+    """
+
+    model: Any
+    tokenizer: Any
+    checkpoint: str
+    run_config: dict
+    vocabulary_files: Any
+    model_dir: str
+    search_config: SearchConfig
+
+    @property
+    def exporter_name(self):
+        """The exporter this run needs: `token_ids` for an imported run reading
+        pre-tokenised text (its tokenisation lives outside the graph), else `text`."""
+        if self.vocabulary_files is not None and self.tokenizer.pretokenized:
+            return "token_ids"
+        return "text"
+
+    def translator(self):
+        """A `CheckpointTranslator` of the model with `search_config`'s search.
+
+        Raises:
+            InferenceError: The run has no tokenizer.
+        """
+        if self.tokenizer is None:
+            raise InferenceError(
+                f"{self.model_dir} names no SentencePiece model; give --sentencepiece_model."
+            )
+        return CheckpointTranslator(self.model, self.tokenizer, self.search_config)
+
+    def export(self, export_dir, exporter=None, model_name=None):
+        """Exports the model with `exporter` (default: `exporter_name`) to the next
+        version of `export_dir`; returns the version directory.
+
+        Raises:
+            InferenceError: A text export of a run without a tokenizer.
+        """
+        exporter = exporter or self.exporter_name
+        if exporter == "text" and self.tokenizer is None:
+            raise InferenceError(
+                "This run has no SentencePiece model; give --sentencepiece_model to export "
+                "text signatures."
+            )
+        return make_exporter(exporter).export(
+            self.model,
+            export_dir,
+            tokenizer=self.tokenizer,
+            vocabulary_files=self.vocabulary_files,
+            search_config=self.search_config,
+            model_name=model_name,
+        )
+
+
+def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, search_config=None):
+    """Restores a run's model in `search_config`'s dtype with its tokenizer.
+
+    Args:
+        model_dir: A run directory (trained, or imported from fairseq).
+        checkpoint: A checkpoint path; default the best, else the latest.
+        sentencepiece_model: Overrides the run's SentencePiece model (None: the run's;
+            "": none, which an imported run reads as pre-tokenised text).
+        search_config: A `SearchConfig` (default: its defaults).
+
+    Raises:
+        InferenceError: The tokenizer does not match the model's vocabulary, or the search
+            cannot work with the model (e.g. a `min_length` beyond its longest output).
+        FileNotFoundError, CheckpointError, VocabularyError: No usable run.
+    """
+    search_config = search_config or SearchConfig()
+    model, tokenizer, path, run_config = load_trained_model(
+        model_dir,
+        checkpoint,
+        sentencepiece_model=sentencepiece_model,
+        compute_dtype=search_config.dtype,
+        # A run imported from fairseq reads its own dictionaries.
+        tokenizer_factory=tokenizer_for_run,
+    )
+    if tokenizer is not None and tokenizer.vocab_size != model.decoder.vocab_size:
+        raise InferenceError(
+            f"The SentencePiece model has {tokenizer.vocab_size} pieces but the model in "
+            f"{model_dir} has {model.decoder.vocab_size}: they are from different "
+            "vocabularies."
+        )
+    try:
+        search_config = search_config.validate(model.decoder.max_length)
+    except ValueError as error:
+        raise InferenceError(str(error)) from None
+    return InferenceModel(
+        model=model,
+        tokenizer=tokenizer,
+        checkpoint=path,
+        run_config=run_config,
+        vocabulary_files=RunDirectory(model_dir).vocabulary_files(run_config),
+        model_dir=model_dir,
+        search_config=search_config,
+    )
+
+
+def open_saved_model(path):
+    """The translator of an export: `SavedModelTranslator` for a text export,
+    `TokenIdsTranslator` for a token-ids one.
+
+    Args:
+        path: A version directory, or an export base directory (its newest version).
+
+    Raises:
+        FileNotFoundError: `path` holds no SavedModel.
+        InferenceError: A SavedModel with neither kind of translation signature.
+    """
+    version_dir = find_saved_model(path)
+    if version_dir is None:
+        raise FileNotFoundError(
+            f"{path} holds no SavedModel (no saved_model.pb): give an export base directory "
+            "or one of its version directories."
+        )
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of text exports)
+
+    loaded = tf.saved_model.load(version_dir)
+    if TRANSLATE_SIGNATURE in loaded.signatures:
+        return SavedModelTranslator(version_dir, loaded)
+    if IDS_SIGNATURE in loaded.signatures:
+        return TokenIdsTranslator(version_dir, loaded)
+    raise InferenceError(
+        f"The SavedModel {version_dir} has neither a {TRANSLATE_SIGNATURE} nor a "
+        f"{IDS_SIGNATURE} signature: it is not a translation export."
+    )
+
+
+def open_translator(
+    *,
+    saved_model=None,
+    model_dir=None,
+    checkpoint=None,
+    sentencepiece_model=None,
+    search_config=None,
+):
+    """The `Translator` of an export, or of a run's checkpoint.
+
+    Args:
+        saved_model: An export (base or version directory); when given, the other
+            arguments are unused (its search is fixed at export time).
+        model_dir: A run directory, translated from its checkpoint.
+        checkpoint: The run's checkpoint to use (default: best, else latest).
+        sentencepiece_model: See `load_inference_model`.
+        search_config: The search of a checkpoint (default: `SearchConfig()`).
+
+    Raises:
+        InferenceError: Neither `saved_model` nor `model_dir`, or see
+            `load_inference_model`, `InferenceModel.translator` and `open_saved_model`.
+    """
+    if saved_model:
+        return open_saved_model(saved_model)
+    if not model_dir:
+        raise InferenceError("Give an export (saved_model) or a run directory (model_dir).")
+    loaded = load_inference_model(model_dir, checkpoint, sentencepiece_model, search_config)
+    return loaded.translator()
