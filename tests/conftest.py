@@ -1,9 +1,7 @@
-"""Shared fixtures and helpers for the test suite."""
+"""Shared fixtures of the test suite (shared helper functions live in tests/helpers/)."""
 
 import json
 import os
-import subprocess
-import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -11,22 +9,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from helpers.corpora import multi30k_lines  # noqa: E402
+from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
-
-def randomize_weights(model, seed=0, scale=0.3):
-    """Gives every float variable random values (biases and gains included).
-
-    At construction biases are zero and gains equal the norms, which can hide a missing
-    mask or a wrong residual; tests of structural rules run on random weights instead.
-    """
-    rng = np.random.default_rng(seed)
-    for variable in model.weights:
-        if variable.dtype not in ("float32", "float64") or not variable.trainable:
-            continue
-        values = rng.normal(0.0, scale, size=variable.shape).astype(variable.dtype)
-        if variable.path.endswith("kernel_g"):
-            values = np.abs(values) + 0.5
-        variable.assign(values)
+# Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
+from helpers.subprocesses import (  # noqa: E402, F401
+    ROOT,
+    SEARCH_FLAGS,
+    run_python,
+    subprocess_env,
+)
 
 
 @pytest.fixture
@@ -38,27 +30,6 @@ def rng():
 def _seed():
     keras.utils.set_random_seed(0)
     yield
-
-
-# ---- Data tests (tests/test_data_*.py) ----
-
-MULTI30K_RAW_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "convs2s_tf",
-    "datasets",
-    "multi30k",
-    "raw",
-)
-
-
-def multi30k_lines(stem, language, count):
-    """Returns the first `count` lines of an embedded Multi30k file (e.g. "train", "en")."""
-    import gzip
-
-    with gzip.open(
-        os.path.join(MULTI30K_RAW_DIR, f"{stem}.{language}.gz"), "rt", encoding="utf-8"
-    ) as f:
-        return [next(f).rstrip("\n") for _ in range(count)]
 
 
 @pytest.fixture(scope="session")
@@ -117,36 +88,6 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Beam search of the small exported model used by the export and serving tests.
-SEARCH_FLAGS = ["--beam_size=3", "--max_len_a=1.2", "--max_len_b=5"]
-
-
-def subprocess_env(**extra):
-    """Environment of pipeline subprocesses: the repository importable, TF quiet."""
-    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
-def run_python(arguments, stdin=None, check=True, timeout=600):
-    """Runs `python ARGUMENTS...` from the repository root with `subprocess_env()`;
-    asserts it succeeded (printing the end of its stderr) unless `check` is False."""
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, *arguments],
-        cwd=ROOT,
-        env=subprocess_env(),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 @pytest.fixture(scope="session")
 def tiny_run(small_prepared, tmp_path_factory):
     """A run directory as pipelines.train writes it: config.json and a checkpoint of a
@@ -157,16 +98,7 @@ def tiny_run(small_prepared, tmp_path_factory):
 
     model_dir = tmp_path_factory.mktemp("tiny_run")
     vocab_size = small_prepared.summary["vocab_size"]
-    config = dict(
-        source_vocab_size=vocab_size,
-        target_vocab_size=vocab_size,
-        embed_dim=16,
-        encoder_layers="[(16, 3)] * 2",
-        decoder_layers="[(16, 3)] * 2",
-        decoder_out_embed_dim=16,
-        max_source_positions=64,
-        max_target_positions=64,
-    )
+    config = small_model_config(vocab_size, max_positions=64)
     model = ConvS2S(**config)
     model(model.dummy_inputs())
     randomize_weights(model, seed=21, scale=0.5)
@@ -186,21 +118,14 @@ def tiny_run(small_prepared, tmp_path_factory):
 @pytest.fixture(scope="session")
 def exported(tiny_run, tmp_path_factory):
     export_dir = tmp_path_factory.mktemp("saved_models") / "tiny"
-    result = subprocess.run(
+    result = run_python(
         [
-            sys.executable,
             "-m",
             "pipelines.export",
             f"--model_dir={tiny_run}",
             f"--export_dir={export_dir}",
             *SEARCH_FLAGS,
-        ],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+        ]
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     assert f"{export_dir}/1" in result.stdout
     return export_dir

@@ -1,7 +1,9 @@
-"""Export: the SavedModel's layout, signatures, ops, loaders and its parity with the
-checkpoint, each checked in a fresh process that imports only TF and tf-text."""
+"""Export: the exporter registry, the SavedModel's layout, signatures, ops, loaders and
+its parity with the checkpoint, each checked in a fresh process that imports only TF and
+tf-text; the translators over each kind of export."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -9,8 +11,20 @@ import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
 
 from convs2s_tf.decoding import SearchConfig
-from convs2s_tf.decoding.translator import Translator
-from convs2s_tf.training.loading import load_trained_model
+from convs2s_tf.export import (
+    find_saved_model,
+    list_exporters,
+    make_exporter,
+    register_exporter,
+    write_next_version,
+)
+from convs2s_tf.inference import (
+    SavedModelTranslator,
+    TokenIdsTranslator,
+    Translator,
+    UnsupportedRequestError,
+)
+from convs2s_tf.runs import load_trained_model
 
 TEXTS = [
     "A man is riding a bicycle.",
@@ -31,6 +45,43 @@ def _run(arguments, stdin=None, timeout=600):
     return run_python(arguments, stdin, timeout=timeout)
 
 
+def _warmup_requests(version_dir):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = str(version_dir / "assets.extra" / "tf_serving_warmup_requests")
+    return [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        for record in tf.data.TFRecordDataset(path)
+    ]
+
+
+def test_registry_names_the_exporters_and_refuses_unknown_or_duplicate_names():
+    assert list_exporters() == ["text", "token_ids"]
+    with pytest.raises(ValueError, match="Unknown exporter 'nope'; known: text, token_ids"):
+        make_exporter("nope")
+    with pytest.raises(ValueError, match="registered already"):
+        register_exporter("text")(type(make_exporter("text")))
+
+
+def test_versions_are_written_atomically(tmp_path):
+    base = str(tmp_path / "base")
+
+    def fail(directory):
+        tf.io.gfile.makedirs(os.path.join(directory, "variables"))
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_next_version(base, fail)
+    # The half-written version keeps its temporary name: no server or export sees it.
+    assert os.listdir(base) == ["1.tmp"] and find_saved_model(base) is None
+    version_dir = write_next_version(
+        base, lambda directory: tf.io.gfile.makedirs(os.path.join(directory, "variables"))
+    )
+    assert version_dir == os.path.join(base, "1")
+    assert sorted(os.listdir(base)) == ["1", "batching_parameters.txt", "models.config"]
+    assert 'name: "base"' in (tmp_path / "base" / "models.config").read_text()
+
+
 def test_export_layout_and_next_version(exported, tiny_run):
     version = exported / "1"
     for path in (
@@ -41,12 +92,7 @@ def test_export_layout_and_next_version(exported, tiny_run):
         assert (version / path).exists(), path
     assert 'name: "tiny"' in (exported / "models.config").read_text()
     assert "max_batch_size" in (exported / "batching_parameters.txt").read_text()
-    from tensorflow_serving.apis import prediction_log_pb2
-
-    requests = []
-    for record in tf.data.TFRecordDataset(str(version / "assets.extra/tf_serving_warmup_requests")):
-        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
-        requests.append(log.predict_log.request)
+    requests = _warmup_requests(version)
     assert requests and requests[0].model_spec.signature_name == "serving_default"
     assert tf.make_ndarray(requests[-1].inputs["text"]).shape[0] >= 2
     # A second export takes the next version; the first stays untouched.
@@ -118,8 +164,8 @@ def test_bad_input_does_not_change_other_translations(tiny_run):
         assert mixed[index][0][0] == alone[0]
         assert mixed[index][0][1] == pytest.approx(alone[1], abs=1e-5)
     # Invalid UTF-8 bytes reach the model as bytes, not only as replaced text.
-    raw = translator._translate(tf.constant([b"\xff\xfe\xc3 abc", b"A man."]))
-    assert raw["translation"].shape == (2,)
+    raw = translator.translate([b"\xff\xfe\xc3 abc", b"A man."])
+    assert [len(hypotheses) for hypotheses in raw] == [1, 1]
 
 
 def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
@@ -139,5 +185,43 @@ def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
     in_process = Translator.from_checkpoint(
         model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16", xla=True)
     )
-    served = Translator.from_saved_model(str(export_dir / "1"))
+    served = Translator.from_saved_model(str(export_dir))  # the base directory: its newest
+    assert isinstance(served, SavedModelTranslator) and served.beam_size == 3
     assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)
+    with pytest.raises(UnsupportedRequestError, match="the SavedModel's beam size 3"):
+        served.check_request(nbest=4)
+
+
+def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
+    from convs2s_tf.interop import VocabularyTokenizer
+    from convs2s_tf.interop.fairseq_dictionary import Dictionary
+    from convs2s_tf.runs import VocabularyFiles
+
+    model, _, _, _ = load_trained_model(str(tiny_run))
+    # Dictionaries as an imported run's, sized to the model's vocabulary.
+    dictionary = Dictionary.from_tokens([f"w{i}" for i in range(model.decoder.vocab_size - 4)])
+    dictionary.save(str(tmp_path / "dict.txt"))
+    files = VocabularyFiles("fairseq_dictionary", *[str(tmp_path / "dict.txt")] * 2, None)
+    version_dir = make_exporter("token_ids").export(
+        model, str(tmp_path / "ids"), vocabulary_files=files, search_config=SEARCH_CONFIG
+    )
+    extra = sorted(p.name for p in (tmp_path / "ids" / "1" / "assets.extra").iterdir())
+    assert extra == ["source_dict.txt", "target_dict.txt", "tf_serving_warmup_requests"]
+    requests = _warmup_requests(tmp_path / "ids" / "1")
+    assert {request.model_spec.signature_name for request in requests} == {"translate_ids"}
+    assert tf.make_ndarray(requests[-1].inputs["source_ids"]).dtype == np.int32
+    served = Translator.from_saved_model(version_dir)
+    assert isinstance(served, TokenIdsTranslator)
+    for request in ({"nbest": 2}, {"attention": True}):
+        with pytest.raises(UnsupportedRequestError, match="translate_ids signature only"):
+            served.check_request(**request)
+    with pytest.raises(UnsupportedRequestError, match="translate_ids signature only"):
+        served.translate_with_attention(["w1"])
+    lines = ["w4 w5 w6", "w10 never-seen w11", ""]
+    tokenizer = VocabularyTokenizer(dictionary, dictionary)
+    expected = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG).translate(lines)
+    translations = served.translate(lines)
+    assert [h[0][0] for h in translations] == [h[0][0] for h in expected]
+    np.testing.assert_allclose(
+        [h[0][1] for h in translations], [h[0][1] for h in expected], atol=1e-5
+    )

@@ -259,6 +259,27 @@ def test_incremental_decoding_matches_fairseq_step_by_step(converted):
     assert max(differences) < 1e-4
 
 
+@pytest.mark.parametrize("architecture", fairseq_fconv.FCONV_ARCHITECTURES)
+def test_presets_fill_in_what_fairseqs_architectures_do(architecture):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    from convs2s_tf.models import parse_attention_spec, parse_layer_spec
+
+    def canonical(settings):
+        settings = dict(settings)
+        for key in ("encoder_layers", "decoder_layers"):
+            settings[key] = parse_layer_spec(settings[key])
+        settings["decoder_attention"] = parse_attention_spec(
+            settings["decoder_attention"], len(settings["decoder_layers"])
+        )
+        return settings
+
+    defaults = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[architecture](defaults)
+    ours = fairseq_fconv.fconv_settings(architecture, {})
+    assert canonical(ours) == canonical({key: getattr(defaults, key) for key in ours})
+
+
 # ---------------------------------------------------------------- layouts and refusals
 
 
@@ -462,7 +483,8 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     from conftest import multi30k_lines
 
     from convs2s_tf.decoding.translator import Translator
-    from convs2s_tf.training.loading import load_trained_model
+    from convs2s_tf.interop import tokenizer_for_run
+    from convs2s_tf.runs import load_trained_model
 
     proto = _sentencepiece_model(multi30k_lines("train", "en", 300))
     (tmp_path / "spm.model").write_bytes(proto)
@@ -483,7 +505,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
         sentencepiece_model=str(tmp_path / "spm.model"),
     )
     texts = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
-    model, tokenizer, _, _ = load_trained_model(str(run))
+    model, tokenizer, _, _ = load_trained_model(str(run), tokenizer_factory=tokenizer_for_run)
     assert not tokenizer.pretokenized
     translator = Translator.from_checkpoint(
         model, tokenizer, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)
@@ -495,7 +517,9 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     assert ours == [processor.decode_pieces(line.split()) for line in expected]
     assert any(ours)
     # Without the SentencePiece model the same run reads and writes pieces.
-    _, pretokenized, _, _ = load_trained_model(str(run), sentencepiece_model="")
+    _, pretokenized, _, _ = load_trained_model(
+        str(run), sentencepiece_model="", tokenizer_factory=tokenizer_for_run
+    )
     assert pretokenized.pretokenized
     pieces_out = Translator.from_checkpoint(
         model, pretokenized, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)

@@ -92,8 +92,9 @@ def test_sigkill_mid_epoch_then_resume(small_corpus, tmp_path):
         process.kill()
     killed_at = _latest_step(str(model_dir))
     assert 20 <= killed_at < 60
-    # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch.
-    resumed = _run(command)
+    # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch. The
+    # "Resumed from" line is logged at INFO, which the pipelines show on request.
+    resumed = _run([*command, "--verbosity=0"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resumed from {model_dir}/checkpoints/ckpt-{killed_at}" in resumed.stderr
     assert _latest_step(str(model_dir)) == 60
@@ -177,7 +178,7 @@ def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
         ("--share_decoder_input_output_embed", "out_embed_dim"),
         ("--min_learning_rate=1.0", "min_learning_rate=1.0 must be below"),
         ("--strategy=tpu", "strategy"),
-        ("--arch=nope", "flag --arch=nope: value should be one of"),
+        ("--preset=nope", "flag --preset=nope: value should be one of"),
     ],
 )
 def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, message):

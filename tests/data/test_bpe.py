@@ -2,7 +2,7 @@
 
 import pytest
 import sentencepiece as spm
-from conftest import multi30k_lines
+from helpers.corpora import multi30k_lines
 from sentencepiece import sentencepiece_model_pb2
 
 from convs2s_tf import vocabulary

@@ -1,22 +1,17 @@
-"""One line per '\\n', whatever the text holds: `split_lines`, `read_lines`, local corpora
-and fairseq dictionaries keep characters that `str.splitlines()` breaks at inside a line.
+"""Tests of reading text files: one line per '\\n', whatever the text holds.
 
 `str.splitlines()` also ends lines at '\\r', '\\x0b', '\\x0c', '\\x1c'-'\\x1e', U+0085, U+2028
 and U+2029; a sentence holding one would become two lines and shift every later
-translation against its source.
+translation against its source. `split_lines` and `read_lines` keep such characters
+inside a line (as do local corpora, `tests/data/test_sources.py`, and fairseq
+dictionaries, `tests/interop/test_fairseq_dictionary.py`).
 """
 
-import gzip
-
 import pytest
+from helpers.text_files import SPLITLINES_ONLY_BREAKS, write_bytes
 
 from convs2s_tf.data.errors import InvalidUtf8Error
-from convs2s_tf.data.sources import LocalFilesSource
-from convs2s_tf.data.text_files import LineDecoder, read_lines, split_lines
-from convs2s_tf.interop import Dictionary
-
-# Every character at which str.splitlines() breaks but a '\n'-separated text file does not.
-SPLITLINES_ONLY_BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
+from convs2s_tf.data.text_files import LineDecoder, read_lines, read_parallel_lines, split_lines
 
 
 def test_splitlines_breaks_at_every_character_tested():
@@ -57,8 +52,7 @@ def test_split_lines_keeps_the_line_count(character):
 def test_read_lines_keeps_the_line_count(tmp_path, character, compress):
     path = tmp_path / "input.txt"
     data = f"one\r\ntw{character}o\r\nthree\r\n".encode()
-    with (gzip.open if compress else open)(path, "wb") as f:
-        f.write(data)
+    write_bytes(path, data, compress)
     assert read_lines(str(path)) == ["one", f"tw{character}o", "three"]
 
 
@@ -76,51 +70,12 @@ def test_read_lines_of_empty_file(tmp_path):
     assert read_lines(str(path)) == []
 
 
-@pytest.mark.parametrize("character", SPLITLINES_ONLY_BREAKS)
-def test_local_corpus_keeps_the_line_count(tmp_path, character):
-    # The character is on the source side only: a split there would misalign the pairs
-    # (and fail the line-count check).
-    (tmp_path / "train.en").write_bytes(f"A dog .\r\nTwo{character} men .\r\nA cat\r\n".encode())
-    (tmp_path / "train.de").write_bytes("Ein Hund .\nZwei Männer .\nEine Katze\n".encode())
-    source = LocalFilesSource({"train": str(tmp_path / "train")}, "en", "de")
-    source.check()
-    assert list(source.read_split("train", LineDecoder())) == [
-        ("A dog .", "Ein Hund ."),
-        (f"Two{character} men .", "Zwei Männer ."),
-        ("A cat", "Eine Katze"),
-    ]
-
-
-def _dictionary_file(tmp_path, character):
-    path = tmp_path / "dict.txt"
-    # '\r\n' endings, as a dict.txt edited on Windows has.
-    path.write_bytes(f"the 9\r\nto{character}ken 5\r\n{character}x 3\r\nlast 1\r\n".encode())
-    return str(path)
-
-
-@pytest.mark.parametrize("character", SPLITLINES_ONLY_BREAKS)
-def test_dictionary_token_keeps_the_line_count(tmp_path, character):
-    dictionary = Dictionary.load(_dictionary_file(tmp_path, character))
-    assert dictionary.symbols[4:] == ["the", f"to{character}ken", f"{character}x", "last"]
-    assert dictionary.counts[4:] == [9, 5, 3, 1]
-
-
-@pytest.mark.parametrize("character", SPLITLINES_ONLY_BREAKS)
-def test_dictionary_reads_such_tokens_as_fairseq(tmp_path, character):
-    # fairseq's Dictionary.add_from_file reads readlines() of a text-mode file, which
-    # does not break at these characters either: the ids must be the same.
-    fairseq_data = pytest.importorskip("fairseq.data")
-    path = _dictionary_file(tmp_path, character)
-    assert Dictionary.load(path).symbols == fairseq_data.Dictionary.load(path).symbols
-
-
-def test_dictionary_breaks_at_a_lone_carriage_return_as_fairseq(tmp_path):
-    # Universal newlines (fairseq's reading) end a line at a lone '\r' too; matching
-    # fairseq matters more here than '\n'-only splitting, so this file is refused alike.
-    path = tmp_path / "dict.txt"
-    path.write_bytes(b"a\rb 5\n")
-    with pytest.raises(ValueError, match="line 1"):
-        Dictionary.load(str(path))
-    fairseq_data = pytest.importorskip("fairseq.data")
-    with pytest.raises(ValueError, match="Incorrect dictionary format"):
-        fairseq_data.Dictionary.load(str(path))
+def test_invalid_utf8_names_file_and_line_or_is_replaced_and_counted(tmp_path):
+    source_path = write_bytes(tmp_path / "train.en", b"fine\nalso fine\nbad \xff\xfe byte\n")
+    target_path = write_bytes(tmp_path / "train.de", b"gut\nauch gut\nschlecht\n")
+    with pytest.raises(InvalidUtf8Error, match=f"{source_path}, line 3: invalid UTF-8"):
+        list(read_parallel_lines(source_path, target_path, LineDecoder("error")))
+    decoder = LineDecoder("replace")
+    pairs = list(read_parallel_lines(source_path, target_path, decoder))
+    assert pairs[2] == ("bad \ufffd\ufffd byte", "schlecht")
+    assert dict(decoder.replaced_lines) == {source_path: 1}

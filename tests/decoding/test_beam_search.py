@@ -5,30 +5,13 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import randomize_weights
+from helpers.recompute_search import recompute_beam_search
+from helpers.search_models import tiny_model
 
-from convs2s_tf.decoding import beam_search, max_output_lengths
-from convs2s_tf.models import ConvS2S
+from convs2s_tf.decoding import SearchConfig, beam_search, max_output_lengths, search_kwargs
+from convs2s_tf.decoding.beam_search import n_best
+from convs2s_tf.decoding.beam_state import BeamState, FinishedHypotheses
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID, UNK_ID
-
-
-def tiny_model(target_vocab_size=5, seed=3, scale=1.0, **overrides):
-    config = dict(
-        source_vocab_size=11,
-        target_vocab_size=target_vocab_size,
-        embed_dim=8,
-        encoder_layers="[(8, 3)] * 2",
-        decoder_layers="[(8, 3)] + [(12, 2)] + [(8, 1)]",
-        decoder_out_embed_dim=8,
-        decoder_attention="[True, False, True]",
-        max_source_positions=40,
-        max_target_positions=40,
-    )
-    config.update(overrides)
-    model = ConvS2S(**config)
-    model(model.dummy_inputs())
-    randomize_weights(model, seed=seed, scale=scale)
-    return model
 
 
 def sequence_log_prob(model, source_row, target):
@@ -199,13 +182,12 @@ def test_beam_search_in_tf_function_with_dynamic_shapes():
     assert translate.experimental_get_tracing_count() == 1
 
 
-@pytest.mark.parametrize("options", [{"incremental": False}, {"jit_compile_step": True}])
-def test_recomputing_and_xla_variants_give_the_same_search(options):
+def test_xla_compiled_step_gives_the_same_search():
     model = tiny_model(target_vocab_size=9, seed=12)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def search(source):
-        output = beam_search(model, source, beam_size=3, max_len_b=6, nbest=3, **options)
+        output = beam_search(model, source, beam_size=3, max_len_b=6, nbest=3, xla=True)
         return output.tokens, output.scores
 
     reference = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
@@ -214,48 +196,61 @@ def test_recomputing_and_xla_variants_give_the_same_search(options):
     np.testing.assert_allclose(scores.numpy(), reference.scores.numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("vocab_size", [8000, 7813, 300, 40])
-@pytest.mark.parametrize("k", [1, 10])
-def test_two_pass_top_k_equals_full_top_k(vocab_size, k):
-    from convs2s_tf.decoding.beam_search import top_k_with_special_bias
-
-    logits = tf.random.stateless_normal([33, vocab_size], seed=[vocab_size, k]) * 4.0
-    # Rows whose best values all sit in one chunk, and a row of equal values.
-    logits = tf.tensor_scatter_nd_update(logits, [[0, 5], [0, 6], [0, 7]], [50.0, 49.0, 48.0])
-    logits = tf.concat([logits, tf.zeros([1, vocab_size])], axis=0)
-    special_bias = tf.constant([-3.0, float("-inf"), 2.0, -1.0])
-    values, ids = top_k_with_special_bias(logits, special_bias, k)
-    full_bias = tf.pad(special_bias, [[0, vocab_size - 4]])
-    expected_values, expected_ids = tf.math.top_k(logits + full_bias, k)
-    np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
-    np.testing.assert_array_equal(ids.numpy()[:-1], expected_ids.numpy()[:-1])
-    # Ties may come in another order, never other values.
-    gathered = tf.gather(logits + full_bias, ids, batch_dims=1)
-    np.testing.assert_array_equal(gathered.numpy(), values.numpy())
+def test_recomputing_every_prefix_gives_the_same_search():
+    """The cached windows change nothing: a search without caches finds the same."""
+    model = tiny_model(target_vocab_size=9, seed=12)
+    source = tf.constant([[5, 6, 7, 8, 2], [1, 1, 9, 10, 2], [4, 2, 1, 1, 1]])
+    config = SearchConfig(beam_size=4, max_len_b=6, nbest=3, min_length=2, length_penalty=0.6)
+    search = tf.function(lambda source: recompute_beam_search(model, source, config))
+    recomputed = search(source)
+    reference = beam_search(model, source, nbest=3, **search_kwargs(config))
+    np.testing.assert_array_equal(recomputed.tokens.numpy(), reference.tokens.numpy())
+    np.testing.assert_array_equal(recomputed.lengths.numpy(), reference.lengths.numpy())
+    np.testing.assert_allclose(recomputed.scores.numpy(), reference.scores.numpy(), atol=1e-5)
 
 
-def test_frozen_kernels_compute_the_same_and_check_shapes():
-    from convs2s_tf.layers import fold_kernels, frozen_kernels, weight_norm_layers
+def test_n_best_orders_finished_hypotheses_and_trims_columns():
+    # One sentence, k = 3 finished slots of width 5; attention over 4 source positions
+    # of which the last is padding a compiled step added.
+    finished = FinishedHypotheses(
+        tokens=tf.constant([[[4, EOS_ID, 1, 1, 1], [4, 5, 6, EOS_ID, 1], [5, EOS_ID, 1, 1, 1]]]),
+        scores=tf.constant([[-1.0, -0.5, -2.0]]),
+        lengths=tf.constant([[2, 4, 2]]),
+    )
+    attention = tf.reshape(tf.range(3 * 5 * 4, dtype=tf.float32), [1, 3, 5, 4])
+    state = BeamState(*[None] * len(BeamState._fields))._replace(
+        finished=finished, finished_attention=attention
+    )
+    output = n_best(state, nbest=2, source_length=3, return_attention=True)
+    assert output.tokens.numpy().tolist() == [[[4, 5, 6, EOS_ID], [4, EOS_ID, 1, 1]]]
+    np.testing.assert_array_equal(output.scores.numpy(), [[-0.5, -1.0]])
+    assert output.lengths.numpy().tolist() == [[4, 2]]
+    np.testing.assert_array_equal(output.attention.numpy()[0, 0], attention.numpy()[0, 1, :4, :3])
+    assert n_best(state, nbest=1, source_length=3).attention is None
 
-    model = tiny_model(target_vocab_size=9, seed=13)
-    inputs = {"source": SOURCE, "target_input": tf.constant([[2, 4, 5], [2, 6, 7]])}
-    expected = model(inputs)
-    kernels = fold_kernels(model)
-    with frozen_kernels(model, kernels):
-        frozen = model(inputs)
-        assert all(layer.frozen_kernel is not None for layer in weight_norm_layers(model))
-    assert all(layer.frozen_kernel is None for layer in weight_norm_layers(model))
-    np.testing.assert_allclose(frozen.numpy(), expected.numpy(), atol=1e-6)
-    with pytest.raises(ValueError, match="kernels given for"):
-        with frozen_kernels(model, kernels[:-1]):
-            pass
-    with pytest.raises(ValueError, match="Kernel of shape"):
-        with frozen_kernels(model, kernels[1:] + kernels[:1]):
-            pass
+
+def test_public_names_import_from_the_package_and_the_module():
+    import importlib
+
+    package = importlib.import_module("convs2s_tf.decoding")
+    # (The package's `beam_search` attribute is the function, not the module.)
+    module = importlib.import_module("convs2s_tf.decoding.beam_search")
+
+    for name in (
+        "beam_search",
+        "best_hypothesis_function",
+        "search_kwargs",
+        "max_output_lengths",
+        "MIN_LENGTH_ERROR",
+        "SearchOutput",
+        "top_k_with_special_bias",
+        "XLA_SOURCE_MULTIPLE",
+    ):
+        assert getattr(package, name) is getattr(module, name)
 
 
 def test_bfloat16_search_scores_its_hypotheses_like_float32():
-    from convs2s_tf.training.loading import build_model
+    from convs2s_tf.runs import build_model
 
     model = tiny_model(target_vocab_size=30, seed=14, scale=0.5)
     bf16 = build_model(model.get_config(), compute_dtype="bfloat16")
@@ -271,23 +266,6 @@ def test_bfloat16_search_scores_its_hypotheses_like_float32():
         exact = sequence_log_prob(model, SOURCE[row], target) / len(target)
         # bfloat16 keeps 8 bits of mantissa: scores agree to a few hundredths.
         assert abs(exact - scores[row, 0]) < 0.05
-
-
-def test_search_config_refuses_settings_that_cannot_work():
-    from convs2s_tf.decoding import SearchConfig
-
-    assert SearchConfig().validate() == SearchConfig()
-    cases = [
-        (dict(min_length=50, max_len_b=10), "--min_length=50 exceeds the maximum output"),
-        (dict(beam_size=0), "--beam_size must be >= 1"),
-        (dict(beam_size=5, nbest=6), "--nbest=6 must be between 1 and --beam_size=5"),
-        (dict(dtype="float16"), "dtype must be one of"),
-    ]
-    for changes, message in cases:
-        with pytest.raises(ValueError, match=message):
-            SearchConfig(**changes).validate()
-    with pytest.raises(ValueError, match="exceeds the model's longest output"):
-        SearchConfig(min_length=45, max_len_a=2.0).validate(model_max_length=40)
 
 
 def test_min_length_beyond_a_sentence_maximum_is_refused():

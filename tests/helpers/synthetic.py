@@ -5,6 +5,8 @@ import tensorflow as tf
 
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
+from .models import small_model_config
+
 VOCAB = 24
 KEYS = ("source", "target_input", "target")
 
@@ -42,16 +44,17 @@ def dataset(seed, batches, sentences=6):
 
 
 def model_fn():
+    """The copy task's model: small, without dropout."""
     from convs2s_tf.models import ConvS2S
 
-    return ConvS2S(
-        VOCAB,
-        VOCAB,
-        embed_dim=16,
-        encoder_layers="[(16, 3)] * 2",
-        decoder_layers="[(16, 3)] * 2",
-        decoder_out_embed_dim=16,
-        dropout=0.0,
-        max_source_positions=32,
-        max_target_positions=32,
+    return ConvS2S(**small_model_config(VOCAB, dropout=0.0))
+
+
+def make_trainer(model_dir, **config):
+    """A one-device `Trainer` of `model_fn` in `model_dir` (progress bar off)."""
+    from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
+
+    config.setdefault("progress_bar", False)
+    return Trainer(
+        model_fn, TrainingConfig(**config), str(model_dir), create_strategy("one_device")
     )

@@ -1,15 +1,9 @@
-"""fairseq dictionaries and the vocabulary tokenizer of imported models (no PyTorch)."""
+"""Tests of fairseq dictionaries (`dict.txt`), read as fairseq reads them (no PyTorch)."""
 
 import pytest
-import tensorflow as tf
+from helpers.text_files import SPLITLINES_ONLY_BREAKS
 
-from convs2s_tf.interop import (
-    Dictionary,
-    DictionaryError,
-    VocabularyError,
-    VocabularyTokenizer,
-    tokenizer_for_run,
-)
+from convs2s_tf.interop import Dictionary, DictionaryError
 
 
 def test_dictionary_reads_dict_txt_as_fairseq(tmp_path):
@@ -49,39 +43,36 @@ def test_dictionary_missing_file(tmp_path):
         Dictionary.load(str(tmp_path / "nope.txt"))
 
 
-def test_pretokenized_vocabulary_tokenizer():
-    tokenizer = VocabularyTokenizer(
-        Dictionary.from_tokens(["a", "b@@", "c"]), Dictionary.from_tokens(["x", "y@@", "z"])
-    )
-    assert tokenizer.pretokenized and tokenizer.vocab_size == 7
-    texts = ["a b@@ c", "  c\tunknown <pad> </s> ", "", "a\u00a0c\u3000b@@"]
-    ids = tokenizer.encode(tf.constant(texts))
-    assert ids.to_list() == [[4, 5, 6], [6, 3, 3, 3], [], [4, 6, 5]]
-    assert ids.to_list() == [
-        Dictionary.from_tokens(["a", "b@@", "c"]).encode_line(t) for t in texts
-    ]
-
-    @tf.function
-    def decode(ids):
-        return tokenizer.decode(ids)
-
-    # Cut at </s>; <pad> and <s> dropped; ids outside the vocabulary shown as <unk>.
-    output = decode(tf.constant([[4, 5, 6, 2, 4], [0, 6, 1, 99, 3], [2, 4, 4, 4, 4]]))
-    assert output.numpy().tolist() == [b"x y@@ z", b"z <unk> <unk>", b""]
-    assert tokenizer.decode(tf.constant([5, 4, 2])).numpy() == b"y@@ x"
-    assert tokenizer.id_to_piece(tf.constant([4, 7])).numpy().tolist() == [b"x", b"<unk>"]
-    assert tokenizer.source_id_to_piece(tf.constant([4])).numpy().tolist() == [b"a"]
+def _dictionary_file(tmp_path, character):
+    path = tmp_path / "dict.txt"
+    # '\r\n' endings, as a dict.txt edited on Windows has.
+    path.write_bytes(f"the 9\r\nto{character}ken 5\r\n{character}x 3\r\nlast 1\r\n".encode())
+    return str(path)
 
 
-def test_run_vocabularies_must_match_the_model(tmp_path):
-    for name in ("src.txt", "tgt.txt"):
-        (tmp_path / name).write_text("a 1\nb 1\n")
-    run_config = {
-        "model": {"source_vocab_size": 6, "target_vocab_size": 7},
-        "vocabulary": {"format": "fairseq_dictionary", "source": "src.txt", "target": "tgt.txt"},
-        "sentencepiece_model": None,
-    }
-    with pytest.raises(VocabularyError, match=r"target vocabulary tgt.txt .* 6 tokens .* 7"):
-        tokenizer_for_run(str(tmp_path), run_config)
-    run_config["model"]["target_vocab_size"] = 6
-    assert tokenizer_for_run(str(tmp_path), run_config).pretokenized
+@pytest.mark.parametrize("character", SPLITLINES_ONLY_BREAKS)
+def test_dictionary_token_keeps_the_line_count(tmp_path, character):
+    dictionary = Dictionary.load(_dictionary_file(tmp_path, character))
+    assert dictionary.symbols[4:] == ["the", f"to{character}ken", f"{character}x", "last"]
+    assert dictionary.counts[4:] == [9, 5, 3, 1]
+
+
+@pytest.mark.parametrize("character", SPLITLINES_ONLY_BREAKS)
+def test_dictionary_reads_such_tokens_as_fairseq(tmp_path, character):
+    # fairseq's Dictionary.add_from_file reads readlines() of a text-mode file, which
+    # does not break at these characters either: the ids must be the same.
+    fairseq_data = pytest.importorskip("fairseq.data")
+    path = _dictionary_file(tmp_path, character)
+    assert Dictionary.load(path).symbols == fairseq_data.Dictionary.load(path).symbols
+
+
+def test_dictionary_breaks_at_a_lone_carriage_return_as_fairseq(tmp_path):
+    # Universal newlines (fairseq's reading) end a line at a lone '\r' too; matching
+    # fairseq matters more here than '\n'-only splitting, so this file is refused alike.
+    path = tmp_path / "dict.txt"
+    path.write_bytes(b"a\rb 5\n")
+    with pytest.raises(ValueError, match="line 1"):
+        Dictionary.load(str(path))
+    fairseq_data = pytest.importorskip("fairseq.data")
+    with pytest.raises(ValueError, match="Incorrect dictionary format"):
+        fairseq_data.Dictionary.load(str(path))

@@ -2,7 +2,7 @@
 
 import pytest
 import tensorflow_datasets as tfds
-from conftest import multi30k_lines
+from helpers.corpora import multi30k_lines
 
 import convs2s_tf.datasets.multi30k  # noqa: F401 - registers "multi30k".
 

@@ -1,54 +1,15 @@
-"""tf.data pipelines: nothing lost, token budget, buckets, length limits, eval, sharding."""
+"""Tests of the training pipeline: every pair once per epoch, buckets, budget, shards."""
 
 import collections
-import os
 
 import numpy as np
 import pytest
-import sentencepiece as spm
 import tensorflow as tf
+from helpers.pipelines import epoch_pairs, expected_pairs
 
 from convs2s_tf.data.batching import default_bucket_lengths
-from convs2s_tf.data.pipeline import (
-    TrainingDatasetFn,
-    make_eval_dataset,
-    make_training_dataset,
-    max_sequence_length,
-)
-from convs2s_tf.data.tokenizer import Tokenizer
+from convs2s_tf.data.pipeline import TrainingDatasetFn, make_training_dataset, max_sequence_length
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
-
-
-@pytest.fixture(scope="module")
-def data(small_prepared):
-    return small_prepared.data
-
-
-@pytest.fixture(scope="module")
-def tokenizer(data):
-    return Tokenizer(data.sentencepiece_model_path)
-
-
-def expected_pairs(data, split):
-    """The split's pairs as the model should see them: ids + </s>, via Python SentencePiece."""
-    processor = spm.SentencePieceProcessor(model_file=data.sentencepiece_model_path)
-    sides = [open(path, encoding="utf-8").read().splitlines() for path in data.split_paths(split)]
-    encoded = [processor.encode(lines) for lines in sides]
-    return [(tuple(s + [EOS_ID]), tuple(t + [EOS_ID])) for s, t in zip(*encoded)]
-
-
-def unpad(row):
-    row = list(row)
-    return tuple(row[: len(row) - row[::-1].index(EOS_ID)]) if EOS_ID in row else tuple(row)
-
-
-def epoch_pairs(dataset):
-    pairs, batches = [], []
-    for batch in dataset:
-        batch = {key: value.numpy() for key, value in batch.items()}
-        batches.append(batch)
-        pairs += [(unpad(s), unpad(t)) for s, t in zip(batch["source"], batch["target"])]
-    return pairs, batches
 
 
 def test_every_kept_pair_once_per_epoch_within_budget(data, tokenizer):
@@ -142,54 +103,6 @@ def test_overlong_training_pairs_are_dropped_and_counted(data, tokenizer):
     assert stats.as_dict()["pairs_too_long"] == stats.pairs_too_long
 
 
-def test_eval_keeps_every_pair_in_a_fixed_order_with_its_text(data, tokenizer):
-    pairs = expected_pairs(data, "test")
-    sources, references = (
-        open(p, encoding="utf-8").read().splitlines() for p in data.split_paths("test")
-    )
-    batched = make_eval_dataset(
-        *data.split_paths("test"), tokenizer, max_tokens=300, max_source_positions=18
-    )
-    cap = max_sequence_length(18)
-    truncated = sum(len(s) > cap for s, _ in pairs)
-    assert truncated > 0
-    assert (batched.stats.pairs, batched.stats.pairs_kept) == (len(pairs), len(pairs))
-    assert batched.stats.pairs_too_long == batched.stats.source_too_long == truncated
-    first, batches = epoch_pairs(batched.dataset)
-    assert epoch_pairs(batched.dataset)[0] == first  # deterministic
-    seen = []
-    for batch in batches:
-        assert batch["source"].shape[0] * batch["source"].shape[1] <= 300
-        for row in range(batch["source"].shape[0]):
-            index = batch["index"][row]
-            seen.append(index)
-            assert batch["source_text"][row].decode() == sources[index]
-            assert batch["reference_text"][row].decode() == references[index]
-            source, target = pairs[index]
-            if len(source) > cap:
-                source = source[: cap - 1] + (EOS_ID,)
-            assert unpad(batch["source"][row]) == source
-            assert unpad(batch["target"][row]) == target
-    assert sorted(seen) == list(range(len(pairs)))
-    assert len(batches) == batched.stats.batches_per_epoch
-
-
-def test_shards_partition_the_corpus(data, tokenizer):
-    shards = [
-        make_eval_dataset(*data.split_paths("validation"), tokenizer, num_shards=3, shard_index=i)
-        for i in range(3)
-    ]
-    indices = [
-        sorted(int(i) for batch in shard.dataset for i in batch["index"].numpy())
-        for shard in shards
-    ]
-    assert [shard.stats.pairs for shard in shards] == [len(i) for i in indices]
-    assert sorted(sum(indices, [])) == list(range(200))
-    assert indices[1][:3] == [1, 4, 7]
-    with pytest.raises(ValueError, match="shard_index"):
-        make_eval_dataset(*data.split_paths("validation"), tokenizer, num_shards=2, shard_index=2)
-
-
 def test_training_dataset_fn_builds_each_shard_once(data, tokenizer):
     def context(pipeline_id):
         return tf.distribute.InputContext(
@@ -210,16 +123,6 @@ def test_training_dataset_fn_builds_each_shard_once(data, tokenizer):
     assert sum(1 for _ in distributed) == train_fn.batched().stats.batches_per_epoch
     with pytest.raises(ValueError, match="input context"):
         TrainingDatasetFn(*data.split_paths("train"), tokenizer, num_shards=2)
-
-
-def test_disk_cache_is_written_once_and_reused(data, tokenizer, tmp_path):
-    first = make_eval_dataset(*data.split_paths("validation"), tokenizer, cache_dir=str(tmp_path))
-    files = sorted(os.listdir(tmp_path))
-    assert files and all(name.startswith("eval-shard0of1-") for name in files)
-    second = make_eval_dataset(*data.split_paths("validation"), tokenizer, cache_dir=str(tmp_path))
-    assert sorted(os.listdir(tmp_path)) == files
-    assert second.stats == first.stats
-    assert epoch_pairs(second.dataset)[0] == epoch_pairs(first.dataset)[0]
 
 
 def test_budget_below_the_longest_pairs_is_refused_only_if_such_pairs_exist(data, tokenizer):

@@ -1,0 +1,43 @@
+"""Running the pipelines and helper scripts in subprocesses, from the repository root."""
+
+import os
+import socket
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Beam search of the small exported model used by the export and serving tests.
+SEARCH_FLAGS = ["--beam_size=3", "--max_len_a=1.2", "--max_len_b=5"]
+
+
+def subprocess_env(**extra):
+    """Environment of pipeline subprocesses: the repository importable, TF quiet."""
+    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def run_python(arguments, stdin=None, check=True, timeout=600):
+    """Runs `python ARGUMENTS...` from the repository root with `subprocess_env()`;
+    asserts it succeeded (printing the end of its stderr) unless `check` is False."""
+    result = subprocess.run(
+        [sys.executable, *arguments],
+        cwd=ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def free_ports(count):
+    """`count` TCP ports of 127.0.0.1 that were free a moment ago."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
