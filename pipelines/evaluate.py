@@ -19,7 +19,7 @@ from absl import app, flags
 from convs2s_tf.data.text_files import read_lines
 from pipelines import cli
 from pipelines import flags as pipeline_flags
-from pipelines.inference import search_config_from_flags, translator_from_flags
+from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
 
 FLAGS = flags.FLAGS
 pipeline_flags.declare_key_flags(
@@ -66,17 +66,11 @@ def main(argv):
     from convs2s_tf.evaluation import corpus_scores
 
     translator = translator_from_flags(search_config)
-    try:
-        # The batches of Translator.translate_all, written out: a TokenIdsTranslator (an
-        # imported model's export) has `translate` only.
-        hypotheses = []
-        for start in range(0, len(sources), FLAGS.batch_size):
-            batch = sources[start : start + FLAGS.batch_size]
-            hypotheses += [h[0][0] for h in translator.translate(batch)]
-    except ValueError as error:
-        # The search settings a sentence cannot meet (e.g. --min_length beyond its
-        # maximum output length); the Translator's message names the flags.
-        raise app.UsageError(str(error)) from error
+    # translate_all, as training's test score: the same batches, so the same BLEU. A
+    # search setting a sentence cannot meet (e.g. --min_length beyond its maximum output
+    # length) ends the run with the translator's message, which names the flags.
+    with usage_errors():
+        hypotheses = translator.translate_all(sources, FLAGS.batch_size)
     scores = corpus_scores(hypotheses, references)
     scores.update(sentences=len(sources), source=source_path, reference=reference_path)
     if FLAGS.json:

@@ -7,7 +7,8 @@ Writes EXPORT_DIR/<next version>/ (signatures serving_default, translate_nbest,
 translate_ids, translate_with_attention; the SentencePiece model inside; warm-up
 requests in assets.extra/) plus EXPORT_DIR/models.config and batching_parameters.txt.
 A model imported from fairseq without a SentencePiece model (pipelines.import_fairseq)
-is exported with the translate_ids signature only, its dictionaries in assets.extra/.
+is exported with the translate_ids signature only, its dictionaries in assets.extra/
+(the exporters "text" and "token_ids" of convs2s_tf.export).
 --export_dir defaults to saved_models/<basename of --model_dir>. The beam search options
 (--beam_size, --max_len_a, ...), --inference_dtype and --xla_decode are fixed in the
 export.
@@ -20,9 +21,9 @@ from absl import app, flags
 from pipelines import cli
 from pipelines import flags as pipeline_flags
 from pipelines.inference import (
-    check_search_fits_model,
-    load_model_from_flags,
+    inference_model_from_flags,
     search_config_from_flags,
+    usage_errors,
 )
 
 FLAGS = flags.FLAGS
@@ -38,30 +39,15 @@ def main(argv):
         raise app.UsageError("--model_dir is required.")
     # translate_nbest returns the whole beam: --nbest plays no part in an export.
     search_config = search_config_from_flags(with_nbest=False)
-    from convs2s_tf.export import export_translator
-
-    model, tokenizer, checkpoint, run_config = load_model_from_flags(search_config)
-    if tokenizer is None:
-        raise app.UsageError(
-            "This run has no SentencePiece model; give --sentencepiece_model to export text "
-            "signatures."
-        )
+    loaded = inference_model_from_flags(search_config)
     export_dir = FLAGS.export_dir or os.path.join(
         "saved_models", os.path.basename(os.path.normpath(FLAGS.model_dir))
     )
-    check_search_fits_model(search_config, model)
-    if getattr(tokenizer, "pretokenized", False):
-        # An imported fairseq model without SentencePiece: token ids in and out.
-        from convs2s_tf.interop import run_dictionaries
-        from convs2s_tf.interop.token_export import export_ids_translator
-
-        source_dict, target_dict = run_dictionaries(FLAGS.model_dir, run_config)
-        version_dir = export_ids_translator(
-            model, export_dir, source_dict, target_dict, search_config
-        )
-    else:
-        version_dir = export_translator(model, tokenizer, export_dir, search_config)
-    print(f"Exported {checkpoint} to {version_dir}")
+    # The run chooses its exporter: text, or token ids for an imported fairseq model that
+    # reads pre-tokenised text.
+    with usage_errors():
+        version_dir = loaded.export(export_dir)
+    print(f"Exported {loaded.checkpoint} to {version_dir}")
     return 0
 
 

@@ -19,7 +19,7 @@ from absl import app, flags
 from convs2s_tf.data.text_files import read_lines, split_lines
 from pipelines import cli
 from pipelines import flags as pipeline_flags
-from pipelines.inference import search_config_from_flags, translator_from_flags
+from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
 
 FLAGS = flags.FLAGS
 pipeline_flags.declare_key_flags(
@@ -77,21 +77,17 @@ def main(argv):
 
 
 def _translate(translator, batch):
-    try:
+    # The search settings a sentence cannot meet (e.g. --min_length beyond its maximum
+    # output length) end the run; the translator's message names the flags.
+    with usage_errors():
         return translator.translate(batch, nbest=FLAGS.nbest)
-    except ValueError as error:
-        # The search settings a sentence cannot meet (e.g. --min_length beyond its
-        # maximum output length); the Translator's message names the flags.
-        raise app.UsageError(str(error)) from error
 
 
 def _write_attention(translator, batch, start):
     from convs2s_tf.visualization import attention_heatmap_png
 
-    try:
+    with usage_errors():
         results = translator.translate_with_attention(batch)
-    except ValueError as error:
-        raise app.UsageError(str(error)) from error
     for offset, result in enumerate(results):
         png = attention_heatmap_png(
             result["attention"], result["source_pieces"], result["target_pieces"]
