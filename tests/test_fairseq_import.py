@@ -482,7 +482,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     import sentencepiece as spm
     from conftest import multi30k_lines
 
-    from convs2s_tf.decoding.translator import Translator
+    from convs2s_tf.inference import Translator
     from convs2s_tf.interop import tokenizer_for_run
     from convs2s_tf.runs import load_trained_model
 

@@ -14,8 +14,8 @@ from convs2s_tf.data.prepare import FINGERPRINT_FILE, PreparedData
 from convs2s_tf.data.text_files import read_lines
 from convs2s_tf.data.tokenizer import Tokenizer
 from convs2s_tf.decoding import SearchConfig
-from convs2s_tf.decoding.translator import Translator
 from convs2s_tf.evaluation import corpus_scores
+from convs2s_tf.inference import Translator
 from convs2s_tf.models import ConvS2S
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.training.strategies import create_strategy

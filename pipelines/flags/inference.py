@@ -4,7 +4,7 @@ evaluate, export and import."""
 from absl import flags
 
 from convs2s_tf.decoding.search_config import COMPUTE_DTYPES, SearchConfig
-from convs2s_tf.decoding.translator import BATCH_SIZE
+from convs2s_tf.inference import BATCH_SIZE
 from pipelines.flags.groups import (
     CHECKPOINT,
     EVALUATE,

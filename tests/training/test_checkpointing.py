@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from helpers.synthetic import dataset, make_trainer
 
-from convs2s_tf.training import CheckpointError, latest_checkpoint
+from convs2s_tf.runs import CheckpointError, latest_checkpoint
 
 
 def test_resume_from_best_when_checkpoints_are_gone(tmp_path):

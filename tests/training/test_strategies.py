@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from helpers.subprocesses import ROOT, free_ports, run_python, subprocess_env
 
-from convs2s_tf.training import create_strategy, latest_checkpoint
+from convs2s_tf.runs import latest_checkpoint
+from convs2s_tf.training import create_strategy
 
 
 def test_unknown_strategy_is_refused():

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.synthetic import dataset, make_trainer
 
-from convs2s_tf.training import latest_checkpoint
+from convs2s_tf.runs import latest_checkpoint
 
 
 def test_xla_compiled_step_makes_the_same_update(tmp_path):
