@@ -13,6 +13,9 @@ from pipelines.flags.groups import BATCHING, DATA, FLAGS, PREPARE, flag_group
 
 TOKENIZED_CACHE_MODES = ("memory", "disk")
 CACHE_SUBDIR = "cache"
+# The library's defaults, which the flags show and pass on.
+_CLEANING = CleaningConfig()
+_PREPARE = PrepareConfig(data_dir="")
 
 
 @flag_group(DATA)
@@ -36,8 +39,12 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         f"config: {', '.join(WMT_DATASETS)}.",
         flag_values=flag_values,
     )
-    flags.DEFINE_string("source_lang", "en", "Source language code.", flag_values=flag_values)
-    flags.DEFINE_string("target_lang", "de", "Target language code.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "source_lang", _PREPARE.source_lang, "Source language code.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "target_lang", _PREPARE.target_lang, "Target language code.", flag_values=flag_values
+    )
     for split, flag_split in (("train", "train"), ("validation", "valid"), ("test", "test")):
         flags.DEFINE_string(
             f"{flag_split}_prefix",
@@ -60,14 +67,14 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     # Cleaning (training split only), defaults from the paper (section 4.1).
     flags.DEFINE_integer(
         "max_words",
-        175,
+        _CLEANING.max_words,
         "Drop training pairs with a side longer than this many words (0: no limit).",
         lower_bound=0,
         flag_values=flag_values,
     )
     flags.DEFINE_float(
         "max_length_ratio",
-        1.5,
+        _CLEANING.max_length_ratio,
         "Drop training pairs whose longer side has more than this many times the words of "
         "the shorter side (0: no limit).",
         lower_bound=0,
@@ -75,7 +82,7 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     )
     flags.DEFINE_enum(
         "invalid_utf8",
-        "error",
+        _PREPARE.invalid_utf8,
         list(INVALID_UTF8_POLICIES),
         "Invalid UTF-8 in the corpus: 'error' stops naming the file and line; 'replace' "
         "substitutes U+FFFD and counts the lines in summary.json.",
@@ -84,7 +91,7 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     # BPE.
     flags.DEFINE_integer(
         "vocab_size",
-        8000,
+        _PREPARE.vocab_size,
         "Joint SentencePiece BPE vocabulary size, special tokens included (the paper's WMT "
         "setups use 40000).",
         lower_bound=5,
@@ -92,7 +99,7 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     )
     flags.DEFINE_float(
         "bpe_character_coverage",
-        1.0,
+        _PREPARE.bpe_character_coverage,
         "Share of characters the BPE model covers; rarer ones become <unk>.",
         lower_bound=0.9,
         upper_bound=1.0,
@@ -100,7 +107,7 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     )
     flags.DEFINE_integer(
         "bpe_max_sentences",
-        0,
+        _PREPARE.bpe_max_sentences,
         "Train BPE on a seeded sample of this many sentences (0: all; set it for WMT-sized "
         "corpora to bound memory).",
         lower_bound=0,
