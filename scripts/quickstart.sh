@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 CONFIG=${CONFIG:-configs/multi30k_en_de.cfg}
 python3 -m pip install --quiet --disable-pip-version-check -e .
-export TF_CPP_MIN_LOG_LEVEL=2 KERAS_BACKEND=tensorflow
+# The pipelines keep the console quiet themselves (--verbosity=0 shows everything).
+export KERAS_BACKEND=tensorflow
 
 python3 -m pipelines.prepare_data --flagfile="$CONFIG"
 python3 -m pipelines.train --flagfile="$CONFIG"
