@@ -2,12 +2,13 @@
 
     python -m pipelines.evaluate --flagfile=configs/multi30k_en_de.cfg [--split=test]
     python -m pipelines.evaluate --saved_model=saved_models/multi30k_en_de \\
-        --source=test.en --reference=test.de --json
+        --source=test.en --reference=test.de --json [--output=hypotheses.de]
 
 Translates --source (or the prepared --split of --data_dir) with --model_dir's checkpoint
 or --saved_model and scores it against --reference (or the split's references). Files are
 read as by training's test score (lines end at "\\n" only; invalid UTF-8 becomes U+FFFD),
-so the default flags score a run's test split exactly as pipelines.train did.
+so the default flags score a run's test split exactly as pipelines.train did. --output
+also writes the hypotheses scored, one per line in corpus order, to inspect or rescore.
 """
 
 import json
@@ -28,13 +29,19 @@ pipeline_flags.declare_key_flags(
     pipeline_flags.INFERENCE,
     pipeline_flags.SEARCH,
     pipeline_flags.EVALUATE,
-    also=("data_dir",),
+    also=("data_dir", "output"),
 )
 
 
 def _check_exists(path, what):
     if not os.path.isfile(path):
         raise app.UsageError(f"{what} file {path} does not exist.")
+
+
+def _write_hypotheses(hypotheses, path):
+    # "\n" only, as the corpus files are read, so line i stays sentence i.
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(hypothesis + "\n" for hypothesis in hypotheses)
 
 
 def main(argv):
@@ -71,6 +78,8 @@ def main(argv):
     # length) ends the run with the translator's message, which names the flags.
     with usage_errors():
         hypotheses = translator.translate_all(sources, FLAGS.batch_size)
+    if FLAGS.output:
+        _write_hypotheses(hypotheses, FLAGS.output)
     scores = corpus_scores(hypotheses, references)
     scores.update(sentences=len(sources), source=source_path, reference=reference_path)
     if FLAGS.json:

@@ -9,7 +9,10 @@ requests in assets.extra/) plus EXPORT_DIR/models.config and batching_parameters
 A model imported from fairseq without a SentencePiece model (pipelines.import_fairseq)
 is exported with the translate_ids signature only, its dictionaries in assets.extra/
 (the exporters "text" and "token_ids" of convs2s_tf.export).
---export_dir defaults to saved_models/<basename of --model_dir>. The beam search options
+--model_dir=RUN_A,RUN_B exports an ensemble (every member in the SavedModel, every
+signature served; the exporter "ensemble").
+--export_dir defaults to saved_models/<basename of --model_dir> (of an ensemble: the
+members' base names joined by "+"). The beam search options
 (--beam_size, --max_len_a, ...), --inference_dtype and --xla_decode are fixed in the
 export.
 """
@@ -40,15 +43,21 @@ def main(argv):
     # translate_nbest returns the whole beam: --nbest plays no part in an export.
     search_config = search_config_from_flags(with_nbest=False)
     loaded = inference_model_from_flags(search_config)
-    export_dir = FLAGS.export_dir or os.path.join(
-        "saved_models", os.path.basename(os.path.normpath(FLAGS.model_dir))
-    )
-    # The run chooses its exporter: text, or token ids for an imported fairseq model that
-    # reads pre-tokenised text.
+    export_dir = FLAGS.export_dir or os.path.join("saved_models", _default_name(FLAGS.model_dir))
+    # The run chooses its exporter: text, ensemble, or token ids for an imported fairseq
+    # model that reads pre-tokenised text.
     with usage_errors():
         version_dir = loaded.export(export_dir)
     print(f"Exported {loaded.checkpoint} to {version_dir}")
     return 0
+
+
+def _default_name(model_dir):
+    """The export's name: the run's base name, an ensemble's joined by "+"."""
+    from convs2s_tf.inference.ensembles import split_paths
+
+    names = [os.path.basename(os.path.normpath(path)) for path in split_paths(model_dir)]
+    return "+".join(names)
 
 
 if __name__ == "__main__":

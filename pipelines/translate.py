@@ -3,6 +3,7 @@
     echo "A dog runs." | python -m pipelines.translate --flagfile=configs/multi30k_en_de.cfg
     python -m pipelines.translate --saved_model=saved_models/multi30k_en_de \\
         --input=source.txt --output=out.txt [--nbest=5] [--attention_dir=plots/]
+    python -m pipelines.translate --model_dir=runs/a,runs/b ...   # an ensemble of two runs
 
 Reads one sentence per line (stdin or --input) and writes one translation per line
 (stdout or --output); with --nbest > 1, `index ||| translation ||| score` lines. A

@@ -56,8 +56,10 @@ def _warmup_requests(version_dir):
 
 
 def test_registry_names_the_exporters_and_refuses_unknown_or_duplicate_names():
-    assert list_exporters() == ["text", "token_ids"]
-    with pytest.raises(ValueError, match="Unknown exporter 'nope'; known: text, token_ids"):
+    assert list_exporters() == ["ensemble", "text", "token_ids"]
+    with pytest.raises(
+        ValueError, match="Unknown exporter 'nope'; known: ensemble, text, token_ids"
+    ):
         make_exporter("nope")
     with pytest.raises(ValueError, match="registered already"):
         register_exporter("text")(type(make_exporter("text")))

@@ -31,6 +31,7 @@ PIPELINES = (
     "model_summary",
     "serve",
     "client",
+    "average_checkpoints",
 )
 # A help line naming a flag: "  --name: ...", "  --[no]name: ...", "  -v,--verbosity: ...".
 _HELP_FLAG = re.compile(r"^  (?:-\w,)?--(?:\[no\])?(\w+):", re.MULTILINE)
@@ -83,13 +84,14 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         "train": _shared(g.DATA, g.BATCHING, g.MODEL, g.RUN, g.TRAINING),
         "translate": _shared(g.RUN, g.CHECKPOINT, g.INFERENCE, g.SEARCH, g.TRANSLATE),
         "evaluate": _shared(
-            g.RUN, g.CHECKPOINT, g.INFERENCE, g.SEARCH, g.EVALUATE, also=["data_dir"]
+            g.RUN, g.CHECKPOINT, g.INFERENCE, g.SEARCH, g.EVALUATE, also=["data_dir", "output"]
         ),
         "export": _shared(g.RUN, g.CHECKPOINT, g.SEARCH, g.EXPORT),
         "import_fairseq": _shared(g.CHECKPOINT, g.IMPORT),
         "model_summary": _shared(g.MODEL, also=["vocab_size", "preset"]),
         "serve": {"model_base_path", "model_name", "host", "port", "max_workers"},
         "client": {"server", "model_name", "signature_name", "timeout"},
+        "average_checkpoints": _shared(g.RUN, g.AVERAGE, also=["output_dir"]),
     }
     results = _run_all({name: (name, ["--help"]) for name in PIPELINES})
     for name, result in results.items():
@@ -163,6 +165,10 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
         ("translate", (f"--model_dir={tiny_run}", "--nbest=6", "--beam_size=5")): "--nbest=6 "
         "must be between 1 and --beam_size=5.",
         ("model_summary", ("--preset=nope",)): "flag --preset=nope: value should be one of",
+        (
+            "average_checkpoints",
+            (with_config, f"--model_dir={tiny_run}", "--last=5", f"--output_dir={missing}"),
+        ): "holds 1 checkpoints, fewer than the 5 asked for",
     }
     results = _run_all({key: key for key in cases})
     for (name, arguments), words in cases.items():

@@ -197,3 +197,46 @@ def test_changed_model_flags_refuse_to_resume(small_corpus, tmp_path):
     result = _run(other)
     assert result.returncode != 0
     assert "describes another model" in result.stderr
+
+
+def test_average_last_n_is_what_the_test_score_and_evaluate_use(small_corpus, tmp_path):
+    """Epoch ends are kept apart from the (mid-epoch) recent checkpoints and averaged
+    into averaged/, which test_results.json scores and names and evaluate then uses."""
+    model_dir = tmp_path / "run"
+    extra = ["--max_epochs=2", "--save_every_steps=20", "--keep_checkpoints=1"]
+    result = _run(
+        _command(
+            small_corpus,
+            tmp_path / "data",
+            model_dir,
+            *extra,
+            "--average_last_n=2",
+            "--valid_beam_size=0",
+            "--test_beam_size=5",
+        )
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    epoch_ends = sorted(glob.glob(str(model_dir / "epoch_ends" / "ckpt-*.index")))
+    assert len(epoch_ends) == 2 and len(glob.glob(str(model_dir / "checkpoints/*.index"))) == 1
+    averaged = glob.glob(str(model_dir / "averaged" / "ckpt-*.index"))
+    assert len(averaged) == 1 and "Averaged the last 2 epoch ends" in result.stdout
+    with open(model_dir / "test_results.json") as f:
+        test_results = json.load(f)
+    assert test_results["test_checkpoint"] == averaged[0][: -len(".index")]
+    assert test_results["averaged_from"] == [path[: -len(".index")] for path in epoch_ends]
+    evaluation = _run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.evaluate",
+            f"--data_dir={tmp_path / 'data'}",
+            f"--model_dir={model_dir}",
+            "--json",
+        ]
+    )
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    scores = json.loads(evaluation.stdout.strip().splitlines()[-1])
+    assert (scores["bleu"], scores["chrf"]) == (
+        test_results["test_bleu"],
+        test_results["test_chrf"],
+    )

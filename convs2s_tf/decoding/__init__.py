@@ -10,15 +10,18 @@ from convs2s_tf.decoding.beam_search import (
     search_kwargs,
     top_k_with_special_bias,
 )
+from convs2s_tf.decoding.ensemble import Ensemble, combine_log_probs
 from convs2s_tf.decoding.search_config import SearchConfig
 
 __all__ = [
+    "Ensemble",
     "MIN_LENGTH_ERROR",
     "SearchConfig",
     "SearchOutput",
     "XLA_SOURCE_MULTIPLE",
     "beam_search",
     "best_hypothesis_function",
+    "combine_log_probs",
     "max_output_lengths",
     "search_kwargs",
     "top_k_with_special_bias",

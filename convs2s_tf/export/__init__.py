@@ -1,7 +1,8 @@
 """Export: SavedModels for TF Serving, chosen from a registry of exporters.
 
 * `exporters`: the registry (`make_exporter("text")`, `make_exporter("token_ids")`,
-  `list_exporters()`, `register_exporter`) and the `Exporter` base class;
+  `make_exporter("ensemble")`, `list_exporters()`, `register_exporter`) and the
+  `Exporter` base class;
 * `translation_module`: the `tf.Module`s whose signatures an export serves;
 * `saved_model`: TF Serving's layout (versions written atomically, server configs);
 * `warmup`: the warm-up requests TF Serving replays on load.
@@ -13,6 +14,7 @@ translators over exports live in `convs2s_tf.inference`.
 from convs2s_tf.export.exporters import (
     SOURCE_DICT_ASSET,
     TARGET_DICT_ASSET,
+    EnsembleExporter,
     Exporter,
     TextExporter,
     TokenIdsExporter,
@@ -32,6 +34,7 @@ from convs2s_tf.export.translation_module import TokenIdsTranslationModule, Tran
 from convs2s_tf.export.warmup import WarmupRequest, write_warmup_requests
 
 __all__ = [
+    "EnsembleExporter",
     "Exporter",
     "SOURCE_DICT_ASSET",
     "TARGET_DICT_ASSET",

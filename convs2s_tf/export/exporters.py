@@ -7,8 +7,10 @@
   (`TextExporter`).
 * `token_ids`: token ids in and out, for an imported fairseq model that reads text
   tokenised outside the graph (`TokenIdsExporter`).
+* `ensemble`: the `text` signatures over an `Ensemble` (or a list of models sharing
+  their vocabularies): every member in one SavedModel (`EnsembleExporter`).
 
-A new kind (e.g. an ensemble) subclasses `Exporter` and registers itself with
+A new kind subclasses `Exporter` and registers itself with
 `@register_exporter(name)`. Every exporter writes through the same versioned, atomic
 writer (`write_next_version`) and warm-up writer (`write_warmup_requests`), so each
 export is a complete TF Serving version with warm-up requests and server configs.
@@ -19,6 +21,7 @@ import os
 
 import tensorflow as tf
 
+from convs2s_tf.decoding import Ensemble
 from convs2s_tf.export.saved_model import default_model_name, write_next_version
 from convs2s_tf.export.translation_module import (
     IDS_SIGNATURE,
@@ -83,7 +86,7 @@ class Exporter(abc.ABC):
         """Exports `model` to `export_dir/<next version>/`.
 
         Args:
-            model: A built `ConvS2S`.
+            model: A built `ConvS2S` (or an `Ensemble` of them).
             export_dir: Base directory in TF Serving's layout (versions below it).
             tokenizer: The model's tokenizer, for exporters with text signatures.
             vocabulary_files: The token vocabularies of an imported run (a
@@ -149,6 +152,27 @@ class TextExporter(Exporter):
             WarmupRequest(TRANSLATE_SIGNATURE, {TEXT_SPEC.name: tf.constant(batch, tf.string)})
             for batch in ([WARMUP_TEXTS[0]], list(WARMUP_TEXTS))
         ]
+
+
+@register_exporter("ensemble")
+class EnsembleExporter(TextExporter):
+    """The `text` export of an ensemble, as fairseq's `--path a.pt:b.pt` translates: every
+    member's variables in the SavedModel and every signature served, each search step
+    combining the members' distributions (`convs2s_tf.decoding.Ensemble`).
+
+    `model` is an `Ensemble`, or a list of built `ConvS2S` models sharing their
+    vocabularies (made into one).
+    """
+
+    def build_module(self, model, tokenizer, search_config):
+        if isinstance(model, (list, tuple)):
+            model = Ensemble(model)
+        if not isinstance(model, Ensemble):
+            raise ValueError(
+                f"The ensemble export needs an Ensemble or a list of models, got "
+                f"{type(model).__name__}."
+            )
+        return super().build_module(model, tokenizer, search_config)
 
 
 SOURCE_DICT_ASSET = "source_dict.txt"

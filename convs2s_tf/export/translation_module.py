@@ -25,7 +25,8 @@ class TranslationModule(tf.Module):
     `max_length - 1` pieces (then `</s>`), so no element of a batch can fail another.
 
     Args:
-        model: A built `ConvS2S`.
+        model: A built `ConvS2S`, or an `Ensemble` of them (all its members' variables
+            are the module's).
         tokenizer: The `Tokenizer` of the model's vocabulary.
         search_config: A `SearchConfig` (default: its defaults); `nbest` is ignored
             (`translate_nbest` returns the whole beam) and `dtype` is the model's.

@@ -4,7 +4,10 @@ export, and the factories that build translators and exports from a run or an ex
 * `translator`: the `Translator` interface, `BATCH_SIZE` and the errors;
 * `text_translators`: `CheckpointTranslator` and `SavedModelTranslator` (text in and out);
 * `token_ids_translator`: `TokenIdsTranslator` (space-separated tokens in and out);
-* `factory`: `open_translator`, `open_saved_model`, `load_inference_model`.
+* `factory`: `open_translator`, `open_saved_model`, `load_inference_model` (a run, or an
+  ensemble of runs: `model_dir="RUN_A,RUN_B"`);
+* `ensembles`: what loading an ensemble checks (one checkpoint per run, shared
+  vocabularies).
 
 Builds on `convs2s_tf.decoding`, `convs2s_tf.export`, `convs2s_tf.interop` and
 `convs2s_tf.runs`; none of them imports it.

@@ -13,9 +13,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from convs2s_tf.decoding import SearchConfig
+from convs2s_tf.decoding import Ensemble, SearchConfig
 from convs2s_tf.export import find_saved_model, make_exporter
 from convs2s_tf.export.translation_module import IDS_SIGNATURE, TRANSLATE_SIGNATURE
+from convs2s_tf.inference.ensembles import (
+    SEPARATOR,
+    check_shared_vocabulary,
+    member_checkpoints,
+    split_paths,
+)
 from convs2s_tf.inference.text_translators import CheckpointTranslator, SavedModelTranslator
 from convs2s_tf.inference.token_ids_translator import TokenIdsTranslator
 from convs2s_tf.inference.translator import InferenceError
@@ -28,12 +34,13 @@ class InferenceModel:
     """A run's model restored for inference, with what translating or exporting it needs.
 
     Attributes:
-        model: The built `ConvS2S`, in `search_config`'s dtype.
+        model: The built `ConvS2S`, or the `Ensemble` of several runs' models, in
+            `search_config`'s dtype.
         tokenizer: Its tokenizer, or None (a run without a SentencePiece model).
-        checkpoint: The checkpoint restored.
-        run_config: The run's `config.json` content.
+        checkpoint: The checkpoint restored (an ensemble's, separated by commas).
+        run_config: The run's `config.json` content (an ensemble's first run's).
         vocabulary_files: The token vocabularies of an imported run, or None.
-        model_dir: The run directory.
+        model_dir: The run directory (an ensemble's, separated by commas).
         search_config: The search, validated against the model.
     """
 
@@ -48,10 +55,11 @@ class InferenceModel:
     @property
     def exporter_name(self):
         """The exporter this run needs: `token_ids` for an imported run reading
-        pre-tokenised text (its tokenisation lives outside the graph), else `text`."""
+        pre-tokenised text (its tokenisation lives outside the graph), else `ensemble`
+        for several runs' models, else `text`."""
         if self.vocabulary_files is not None and self.tokenizer.pretokenized:
             return "token_ids"
-        return "text"
+        return "ensemble" if isinstance(self.model, Ensemble) else "text"
 
     def translator(self):
         """A `CheckpointTranslator` of the model with `search_config`'s search.
@@ -89,33 +97,52 @@ class InferenceModel:
 
 
 def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, search_config=None):
-    """Restores a run's model in `search_config`'s dtype with its tokenizer.
+    """Restores a run's model (or an ensemble of runs) in `search_config`'s dtype with its
+    tokenizer.
 
     Args:
-        model_dir: A run directory (trained, or imported from fairseq).
-        checkpoint: A checkpoint path; default the best, else the latest.
+        model_dir: A run directory (trained, or imported from fairseq), or several
+            separated by commas (or a list): an ensemble, as fairseq's `--path a.pt:b.pt`.
+        checkpoint: A checkpoint path; default the best, else the latest. For an
+            ensemble: one per run, separated by commas, or None.
         sentencepiece_model: Overrides the run's SentencePiece model (None: the run's;
             "": none, which an imported run reads as pre-tokenised text).
         search_config: A `SearchConfig` (default: its defaults).
 
     Raises:
-        InferenceError: The tokenizer does not match the model's vocabulary, or the search
-            cannot work with the model (e.g. a `min_length` beyond its longest output).
+        InferenceError: The tokenizer does not match the model's vocabulary, the runs of
+            an ensemble do not share their vocabularies, or the search cannot work with
+            the model (e.g. a `min_length` beyond its longest output).
         FileNotFoundError, CheckpointError, VocabularyError: No usable run.
     """
     search_config = search_config or SearchConfig()
-    model, tokenizer, path, run_config = load_trained_model(
-        model_dir,
-        checkpoint,
-        sentencepiece_model=sentencepiece_model,
-        compute_dtype=search_config.dtype,
-        # A run imported from fairseq reads its own dictionaries.
-        tokenizer_factory=tokenizer_for_run,
-    )
+    model_dirs = split_paths(model_dir)
+    if not model_dirs:
+        raise InferenceError("Give a run directory (model_dir).")
+    checkpoints = member_checkpoints(model_dirs, checkpoint)
+    if len(model_dirs) > 1:
+        # Compared before any model loads, which takes seconds per run.
+        configs = [RunDirectory(path).read_config() for path in model_dirs]
+        check_shared_vocabulary(model_dirs, configs, sentencepiece_model)
+    loaded = [
+        load_trained_model(
+            member_dir,
+            member_checkpoint,
+            sentencepiece_model=sentencepiece_model,
+            compute_dtype=search_config.dtype,
+            # A run imported from fairseq reads its own dictionaries.
+            tokenizer_factory=tokenizer_for_run,
+        )
+        for member_dir, member_checkpoint in zip(model_dirs, checkpoints)
+    ]
+    members = [member for member, _, _, _ in loaded]
+    model = members[0] if len(members) == 1 else Ensemble(members)
+    # An ensemble reads and writes text as its first member does (they share it).
+    _, tokenizer, _, run_config = loaded[0]
     if tokenizer is not None and tokenizer.vocab_size != model.decoder.vocab_size:
         raise InferenceError(
             f"The SentencePiece model has {tokenizer.vocab_size} pieces but the model in "
-            f"{model_dir} has {model.decoder.vocab_size}: they are from different "
+            f"{model_dirs[0]} has {model.decoder.vocab_size}: they are from different "
             "vocabularies."
         )
     try:
@@ -125,10 +152,10 @@ def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, s
     return InferenceModel(
         model=model,
         tokenizer=tokenizer,
-        checkpoint=path,
+        checkpoint=SEPARATOR.join(path for _, _, path, _ in loaded),
         run_config=run_config,
-        vocabulary_files=RunDirectory(model_dir).vocabulary_files(run_config),
-        model_dir=model_dir,
+        vocabulary_files=RunDirectory(model_dirs[0]).vocabulary_files(run_config),
+        model_dir=SEPARATOR.join(model_dirs),
         search_config=search_config,
     )
 

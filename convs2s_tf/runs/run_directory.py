@@ -6,10 +6,14 @@ evaluation and export read them::
     config.json                          the model's config and what the run was made from
     checkpoints/ckpt-N                   the most recent training checkpoints
     best/ckpt-N                          the checkpoint of the best validation loss (an
-                                         imported run's weights)
+                                         imported run's weights, an averaged run's mean)
+    epoch_ends/ckpt-N                    the model at the last epoch ends (kept for
+                                         --average_last_n)
+    averaged/ckpt-N                      the mean of the last epoch ends' weights
+                                         (--average_last_n)
     source_dict.txt, target_dict.txt     an imported run's token dictionaries
     sentencepiece.model                  an imported run's SentencePiece model, if any
-    test_results.json                    test scores of the best checkpoint
+    test_results.json                    test scores of the model the run ends with
     tmp_worker_N/                        a non-chief worker's throwaway checkpoints
 
 (TensorBoard events go to `train/` and `valid/`, see `SummaryLogger`.)
@@ -22,11 +26,17 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.runs.checkpoints import CheckpointError, latest_checkpoint
+from convs2s_tf.runs.checkpoints import (
+    CheckpointError,
+    has_checkpoint_files,
+    latest_checkpoint,
+)
 
 CONFIG_FILE = "config.json"
 CHECKPOINTS_SUBDIR = "checkpoints"
 BEST_SUBDIR = "best"
+EPOCH_ENDS_SUBDIR = "epoch_ends"
+AVERAGED_SUBDIR = "averaged"
 CHECKPOINT_PREFIX = "ckpt"
 SOURCE_DICT_FILE = "source_dict.txt"
 TARGET_DICT_FILE = "target_dict.txt"
@@ -61,6 +71,24 @@ def _absolute(path):
     return path if "://" in path else os.path.abspath(path)
 
 
+def _checkpoints_by_step(directory):
+    """The complete checkpoints a `CheckpointManager` keeps in `directory`, by step.
+
+    Args:
+        directory: A checkpoint directory (it need not exist).
+
+    Returns:
+        Checkpoint prefixes, oldest (lowest step) first; [] when there are none.
+    """
+    if not has_checkpoint_files(directory):
+        return []
+    state = tf.train.get_checkpoint_state(directory)
+    paths = list(state.all_model_checkpoint_paths) if state else []
+    # A CheckpointManager names checkpoints `ckpt-<step>`.
+    paths = [path for path in paths if tf.io.gfile.exists(path + ".index")]
+    return sorted(paths, key=lambda path: int(path.rsplit("-", 1)[-1]))
+
+
 class RunDirectory:
     """A run directory: its files, its config and its checkpoints.
 
@@ -70,6 +98,13 @@ class RunDirectory:
 
     def __init__(self, path):
         self._path = os.fspath(path)
+
+    @classmethod
+    def of_checkpoint(cls, path):
+        """The run directory holding a checkpoint of its `checkpoints/`, `best/`, ...
+
+        (Whether it holds a run is for `holds_run` to say.)"""
+        return cls(os.path.dirname(os.path.dirname(_absolute(path))))
 
     def __repr__(self):
         return f"RunDirectory({self._path!r})"
@@ -93,6 +128,16 @@ class RunDirectory:
     def best_dir(self):
         """The checkpoint of the best validation loss (what inference uses)."""
         return os.path.join(self._path, BEST_SUBDIR)
+
+    @property
+    def epoch_ends_dir(self):
+        """The model at the last epoch ends, kept to be averaged (`--average_last_n`)."""
+        return os.path.join(self._path, EPOCH_ENDS_SUBDIR)
+
+    @property
+    def averaged_dir(self):
+        """The mean of the last epoch ends' weights (what inference prefers)."""
+        return os.path.join(self._path, AVERAGED_SUBDIR)
 
     @property
     def test_results_path(self):
@@ -170,19 +215,40 @@ class RunDirectory:
         """The checkpoint of `best/`, or None (see `latest_checkpoint`)."""
         return latest_checkpoint(self.best_dir)
 
+    def averaged_checkpoint(self):
+        """The checkpoint of `averaged/`, or None (see `latest_checkpoint`)."""
+        return latest_checkpoint(self.averaged_dir)
+
+    def recent_checkpoints(self):
+        """The checkpoints of `checkpoints/`, oldest first (see `_checkpoints_by_step`)."""
+        return _checkpoints_by_step(self.checkpoints_dir)
+
+    def epoch_end_checkpoints(self):
+        """The checkpoints of `epoch_ends/`, oldest first (see `_checkpoints_by_step`)."""
+        return _checkpoints_by_step(self.epoch_ends_dir)
+
     def find_checkpoint(self, checkpoint=None):
         """The checkpoint to translate with.
+
+        The averaged model comes first: a run trained with `--average_last_n` ends with
+        it and scores its test split with it, so inference with default flags must agree.
 
         Args:
             checkpoint: An explicit checkpoint path, returned as it is.
 
         Returns:
-            `checkpoint` if given, else the best checkpoint, else the latest one.
+            `checkpoint` if given, else the averaged checkpoint, else the best one, else
+            the latest one.
 
         Raises:
             CheckpointError: There is none, or one is unusable.
         """
-        path = checkpoint or self.best_checkpoint() or self.latest_checkpoint()
+        path = (
+            checkpoint
+            or self.averaged_checkpoint()
+            or self.best_checkpoint()
+            or self.latest_checkpoint()
+        )
         if not path:
             raise CheckpointError(f"No checkpoint in {self.best_dir} or {self.checkpoints_dir}.")
         return path
@@ -224,6 +290,18 @@ class RunDirectory:
             checkpoint, self.best_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
         )
 
+    def epoch_end_checkpoint_manager(self, checkpoint, max_to_keep):
+        """A `tf.train.CheckpointManager` keeping the last `max_to_keep` epoch ends."""
+        return tf.train.CheckpointManager(
+            checkpoint, self.epoch_ends_dir, max_to_keep, checkpoint_name=CHECKPOINT_PREFIX
+        )
+
+    def averaged_checkpoint_manager(self, checkpoint):
+        """A `tf.train.CheckpointManager` keeping the one averaged checkpoint in `averaged/`."""
+        return tf.train.CheckpointManager(
+            checkpoint, self.averaged_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
+        )
+
     def save_best(self, checkpoint):
         """Saves `checkpoint` as the run's best (an imported run's weights).
 
@@ -239,6 +317,26 @@ class RunDirectory:
 
     def _join(self, name):
         return os.path.join(self._path, name)
+
+    def portable_config(self, run_config):
+        """`run_config` with the files it names inside this run as absolute paths, so
+        that it stays valid when written into another run directory.
+
+        Args:
+            run_config: This run's `config.json` content.
+
+        Returns:
+            A new dict.
+        """
+        portable = dict(run_config)
+        if portable.get("sentencepiece_model"):
+            portable["sentencepiece_model"] = _absolute(self.sentencepiece_model(run_config))
+        if portable.get("vocabulary"):
+            vocabulary = dict(portable["vocabulary"])
+            for side in ("source", "target"):
+                vocabulary[side] = _absolute(self.resolve(vocabulary[side]))
+            portable["vocabulary"] = vocabulary
+        return portable
 
     def sentencepiece_model(self, run_config):
         """The path of the run's SentencePiece model, or None if it names none."""

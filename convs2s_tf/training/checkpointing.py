@@ -14,7 +14,8 @@ class TrainingCheckpoints:
     The checkpoint holds the objects `model`, `optimizer`, `state` and `schedule` (the
     layout every run directory has; checkpoints written before the schedule existed are
     still restored, see `restore`). Recent checkpoints go to `checkpoints/`, the best
-    one to `best/`.
+    one to `best/`; with `keep_epoch_ends`, the model alone at the last epoch ends to
+    `epoch_ends/` too (to be averaged: `checkpoints/` also holds mid-epoch saves).
 
     Args:
         run_directory: The run's `RunDirectory`, with an absolute path.
@@ -23,12 +24,23 @@ class TrainingCheckpoints:
         state: The run's `TrainingState`.
         schedule: The run's `PlateauSchedule`.
         keep: Recent checkpoints kept.
+        keep_epoch_ends: Epoch-end model checkpoints kept (0: none are written).
         worker_id: None on the chief; a non-chief worker's task id, whose checkpoints
             (which every worker must write in multi-worker training) go to a throwaway
             directory.
     """
 
-    def __init__(self, run_directory, model, optimizer, state, schedule, keep, worker_id=None):
+    def __init__(
+        self,
+        run_directory,
+        model,
+        optimizer,
+        state,
+        schedule,
+        keep,
+        worker_id=None,
+        keep_epoch_ends=0,
+    ):
         self.run_directory = run_directory
         self.model = model
         self.optimizer = optimizer
@@ -45,9 +57,18 @@ class TrainingCheckpoints:
             self.checkpoint, max_to_keep=keep, step_counter=state.step
         )
         self.best_manager = self.write_directory.best_checkpoint_manager(self.checkpoint)
+        # Only the model is averaged: the optimiser's slots would double the files.
+        self.epoch_end_manager = (
+            self.write_directory.epoch_end_checkpoint_manager(
+                tf.train.Checkpoint(model=model), max_to_keep=keep_epoch_ends
+            )
+            if keep_epoch_ends
+            else None
+        )
 
-    def save(self, best=False):
-        """Saves a checkpoint of the current step, also as the best one if `best`.
+    def save(self, best=False, epoch_end=False):
+        """Saves a checkpoint of the current step, also as the best one if `best`, and
+        the model as an epoch end if `epoch_end` (and epoch ends are kept).
 
         Returns:
             The path of the checkpoint in `checkpoints/`.
@@ -55,6 +76,8 @@ class TrainingCheckpoints:
         path = self.manager.save(checkpoint_number=self.state.step)
         if best:
             self.best_manager.save(checkpoint_number=self.state.step)
+        if epoch_end and self.epoch_end_manager is not None:
+            self.epoch_end_manager.save(checkpoint_number=self.state.step)
         if not self.is_chief:
             shutil.rmtree(self.write_directory.path, ignore_errors=True)
         return path

@@ -23,6 +23,9 @@ class TrainingConfig:
         update_freq: Micro-batches accumulated per update (emulates larger batches).
         save_every_steps: Write a checkpoint every this many updates (0: epoch ends only).
         keep_checkpoints: Recent checkpoints kept (the best one is kept separately).
+        average_last_n: When training ends, average the model weights of the last this
+            many epoch ends (kept apart from the recent checkpoints for it) into the
+            run's `averaged/`, which the test score and inference then use (0: off).
         max_nonfinite_steps: Consecutive NaN/inf losses tolerated before stopping.
         log_every_steps: TensorBoard scalar interval, in updates.
         valid_beam_size: Beam width for validation BLEU (0 skips BLEU).
@@ -49,6 +52,7 @@ class TrainingConfig:
     update_freq: int = 1
     save_every_steps: int = 1000
     keep_checkpoints: int = 3
+    average_last_n: int = 0
     max_nonfinite_steps: int = 5
     log_every_steps: int = 100
     valid_beam_size: int = 5
@@ -81,6 +85,7 @@ class TrainingConfig:
             (self.update_freq >= 1, "update_freq must be >= 1"),
             (self.save_every_steps >= 0, "save_every_steps must be >= 0"),
             (self.keep_checkpoints >= 1, "keep_checkpoints must be >= 1"),
+            (self.average_last_n >= 0, "average_last_n must be >= 0"),
             (self.max_nonfinite_steps >= 1, "max_nonfinite_steps must be >= 1"),
             (self.valid_beam_size >= 0, "valid_beam_size must be >= 0"),
         ]

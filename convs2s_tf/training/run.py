@@ -18,6 +18,7 @@ from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.inference import Translator
 from convs2s_tf.models import ConvS2S
 from convs2s_tf.runs import RunDirectory, load_trained_model
+from convs2s_tf.runs.averaging import write_averaged_checkpoint
 from convs2s_tf.training.strategies import create_strategy
 from convs2s_tf.training.trainer import Trainer
 
@@ -63,7 +64,9 @@ def run_training(
     test_beam_size=5,
     hparams=None,
 ):
-    """Trains on prepared data in `data_dir`, then reports test BLEU of the best checkpoint.
+    """Trains on prepared data in `data_dir`, averages the last epoch ends if
+    `training_config.average_last_n`, then reports the test BLEU of the model the run
+    ends with (the averaged one, else the best checkpoint).
 
     Returns:
         A dict with the training result and, if `test_beam_size`, the test scores.
@@ -104,6 +107,8 @@ def run_training(
     start = time.time()
     result = trainer.train(train_fn, valid, steps_per_epoch=stats.batches_per_epoch)
     result["train_seconds"] = time.time() - start
+    if trainer.is_chief:
+        result.update(average_last_epoch_ends(model_dir, training_config.average_last_n))
     if test_beam_size and trainer.is_chief:
         search_config = SearchConfig(beam_size=test_beam_size)
         result.update(evaluate_best(model_dir, prepared, search_config))
@@ -112,9 +117,42 @@ def run_training(
     return result
 
 
+def average_last_epoch_ends(model_dir, count):
+    """Writes the mean of the run's last `count` epoch ends into its `averaged/`.
+
+    Args:
+        model_dir: The run directory.
+        count: `--average_last_n`; 0 averages nothing.
+
+    Returns:
+        `{"averaged_checkpoint": path, "averaged_from": [paths]}`, or {} when nothing
+        was averaged.
+    """
+    run = RunDirectory(model_dir)
+    if not count:
+        if run.averaged_checkpoint():
+            logging.warning(
+                "%s is from an earlier run with --average_last_n and inference prefers it; "
+                "remove it to use %s.",
+                run.averaged_dir,
+                run.best_dir,
+            )
+        return {}
+    paths = run.epoch_end_checkpoints()[-count:]
+    if not paths:
+        logging.warning("No epoch end in %s: nothing to average.", run.epoch_ends_dir)
+        return {}
+    if len(paths) < count:
+        logging.warning("Only %d epoch ends to average (asked for %d).", len(paths), count)
+    path = write_averaged_checkpoint(model_dir, paths)
+    print(f"Averaged the last {len(paths)} epoch ends into {path}", flush=True)
+    return {"averaged_checkpoint": path, "averaged_from": paths}
+
+
 def evaluate_best(model_dir, prepared, search_config, split="test"):
-    """Scores `split` with the run's best checkpoint (else its latest) exactly as
-    `pipelines.evaluate` does with default flags: same loading, batches and search."""
+    """Scores `split` with the model the run ends with (`RunDirectory.find_checkpoint`:
+    the averaged one, else the best, else the latest) exactly as `pipelines.evaluate`
+    does with default flags: same loading, batches and search."""
     model, tokenizer, path, _ = load_trained_model(model_dir, compute_dtype=search_config.dtype)
     source_path, reference_path = prepared.split_paths(split)
     translator = Translator.from_checkpoint(model, tokenizer, search_config)

@@ -72,6 +72,7 @@ class Trainer:
             self.schedule,
             keep=config.keep_checkpoints,
             worker_id=None if self.is_chief else strategy.cluster_resolver.task_id,
+            keep_epoch_ends=config.average_last_n,
         )
         self.summaries = SummaryLogger(self.model_dir, enabled=self.is_chief)
         self.validator = Validator(
@@ -184,9 +185,10 @@ class Trainer:
         """
         return self.checkpoints.resume()
 
-    def save(self, best=False):
-        """Saves a checkpoint (also as the best one if `best`); returns its path."""
-        return self.checkpoints.save(best=best)
+    def save(self, best=False, epoch_end=False):
+        """Saves a checkpoint (also as the best one if `best`, and as an epoch end if
+        `epoch_end`); returns its path."""
+        return self.checkpoints.save(best=best, epoch_end=epoch_end)
 
     def write_run_config(self, run_config):
         """Writes the model and data configuration next to the checkpoints (chief only).
@@ -324,7 +326,8 @@ class Trainer:
         if complete:
             self.state.epoch.assign(epoch)
             self.state.epoch_batches.assign(0)
-        self.save(best=improved_loss)
+        # A stop inside the epoch counts as an epoch end too: it is where the run ends.
+        self.save(best=improved_loss, epoch_end=True)
         step = int(self.state.step.numpy())
         if self.is_chief:
             self.summaries.histograms("train", step, self.model.trainable_variables)

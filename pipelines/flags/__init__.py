@@ -2,8 +2,8 @@
 arguments (so that the pipelines stay thin).
 
 Each group (data, prepare, batching, model, run, training, checkpoint, inference, search,
-translate, evaluate, export, import) is defined by one function, with each flag's help
-text; defaults come from the library's config dataclasses where one exists.
+translate, evaluate, export, import, average) is defined by one function, with each
+flag's help text; defaults come from the library's config dataclasses where one exists.
 """
 
 # Imported in this order so that the groups are defined in it.
@@ -15,6 +15,7 @@ from pipelines.flags.data import (  # noqa: F401
     training_dataset_kwargs,
 )
 from pipelines.flags.groups import (  # noqa: F401
+    AVERAGE,
     BATCHING,
     CHECKPOINT,
     DATA,
@@ -39,3 +40,5 @@ from pipelines.flags.inference import (  # noqa: F401, I001
 )
 from pipelines.flags.model import model_config_from_flags  # noqa: F401
 from pipelines.flags.training import training_config_from_flags  # noqa: F401
+
+from pipelines.flags.averaging import define_average_flags  # noqa: F401, E402  # isort: skip

@@ -26,6 +26,7 @@ TRANSLATE = "translate"
 EVALUATE = "evaluate"
 EXPORT = "export"
 IMPORT = "import"
+AVERAGE = "average"
 
 # Group name -> the function defining its flags, in definition order.
 _GROUPS = {}

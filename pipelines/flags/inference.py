@@ -26,7 +26,8 @@ def define_checkpoint_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string(
         "checkpoint",
         None,
-        "Checkpoint to use instead of --model_dir's best (else latest) one; for "
+        "Checkpoint to use instead of --model_dir's best (else latest) one (for an "
+        "ensemble, --model_dir=RUN_A,RUN_B: one per run, comma-separated); for "
         "pipelines.import_fairseq, the fairseq .pt checkpoint to convert.",
         flag_values=flag_values,
     )
@@ -146,7 +147,11 @@ def define_translate_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_string(
-        "output", None, "Where translations go (default: stdout).", flag_values=flag_values
+        "output",
+        None,
+        "Where translations go (default: stdout); pipelines.evaluate: also write the "
+        "hypotheses scored there, one per line in corpus order.",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "attention_dir",
@@ -245,7 +250,8 @@ def define_import_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string(
         "output_dir",
         None,
-        "pipelines.import_fairseq: run directory to write (config.json, best/, the "
-        "dictionaries); use it as --model_dir of the other pipelines.",
+        "Run directory to write (config.json, best/): pipelines.import_fairseq's converted "
+        "model with its dictionaries, pipelines.average_checkpoints' averaged weights; use "
+        "it as --model_dir of the other pipelines.",
         flag_values=flag_values,
     )

@@ -14,7 +14,8 @@ def define_run_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string(
         "model_dir",
         None,
-        "Run directory: checkpoints, config.json and TensorBoard events.",
+        "Run directory: checkpoints, config.json and TensorBoard events. Translate, "
+        "evaluate and export also take several runs, comma-separated, as an ensemble.",
         flag_values=flag_values,
     )
 
@@ -44,8 +45,9 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer(
         "test_beam_size",
         5,
-        "After training, translate the test split with the best checkpoint and this beam "
-        "and report BLEU (0 skips).",
+        "After training, translate the test split with the model the run ends with (the "
+        "averaged one with --average_last_n, else the best) and this beam and report BLEU "
+        "(0 skips).",
         flag_values=flag_values,
     )
     for flag, field, help_text in _TRAINING_FLAGS:
@@ -80,6 +82,12 @@ _TRAINING_FLAGS = (
     ("update_freq", "update_freq", "Batches accumulated per update (larger batches)."),
     ("save_every_steps", "save_every_steps", "Checkpoint every this many updates (0: epochs)."),
     ("keep_checkpoints", "keep_checkpoints", "Recent checkpoints kept (best/ is kept apart)."),
+    (
+        "average_last_n",
+        "average_last_n",
+        "When training ends, average the weights of the last N epoch ends into "
+        "MODEL_DIR/averaged/, which the test score and the other pipelines then use (0: off).",
+    ),
     ("max_nonfinite_steps", "max_nonfinite_steps", "Consecutive NaN/inf updates tolerated."),
     ("log_every_steps", "log_every_steps", "TensorBoard training-scalar interval, in updates."),
     ("valid_beam_size", "valid_beam_size", "Beam width of the validation BLEU (0 skips BLEU)."),

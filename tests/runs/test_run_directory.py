@@ -32,6 +32,9 @@ def test_layout(tmp_path):
     assert run.config_path == os.path.join(run.path, "config.json")
     assert run.checkpoints_dir == os.path.join(run.path, "checkpoints")
     assert run.best_dir == os.path.join(run.path, "best")
+    assert run.epoch_ends_dir == os.path.join(run.path, "epoch_ends")
+    assert run.averaged_dir == os.path.join(run.path, "averaged")
+    assert run.recent_checkpoints() == run.epoch_end_checkpoints() == []
     assert run.worker_directory(1).path == os.path.join(run.path, "tmp_worker_1")
     assert RunDirectory("relative").absolute().path == os.path.abspath("relative")
     assert RunDirectory("gs://bucket/run").absolute().path == "gs://bucket/run"
@@ -76,6 +79,10 @@ def test_checkpoint_choice(tmp_path, model):
     assert run.find_checkpoint() == best == run.best_checkpoint()
     assert run.resume_checkpoint() == latest == run.latest_checkpoint()
     assert run.find_checkpoint("explicit/ckpt-1") == "explicit/ckpt-1"
+    averaged = run.averaged_checkpoint_manager(tf.train.Checkpoint(model=model)).save()
+    # An averaged model (--average_last_n) comes before the best; resuming ignores it.
+    assert run.find_checkpoint() == averaged == run.averaged_checkpoint()
+    assert run.resume_checkpoint() == latest
     tf.io.gfile.rmtree(run.checkpoints_dir)
     assert run.resume_checkpoint() == best
 

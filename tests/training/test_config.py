@@ -10,3 +10,5 @@ def test_config_validation():
         TrainingConfig(min_learning_rate=0.5).validate()
     with pytest.raises(ValueError, match="update_freq"):
         TrainingConfig(update_freq=0).validate()
+    with pytest.raises(ValueError, match="average_last_n must be >= 0"):
+        TrainingConfig(average_last_n=-1).validate()
