@@ -88,6 +88,11 @@ def main(argv):
         print(scores["bleu_text"])
         print(f"BLEU {scores['bleu']:.2f}  {scores['bleu_signature']}")
         print(f"chrF {scores['chrf']:.2f}  {scores['chrf_signature']}")
+        print(
+            f"BLEU {scores['bleu_lowercase_intl']:.2f}  "
+            f"{scores['bleu_lowercase_intl_signature']}  (lowercased, intl tokeniser: "
+            "for comparison with papers only)"
+        )
     sys.stdout.flush()
     return 0
 

@@ -6,10 +6,13 @@ import sacrebleu
 def corpus_scores(hypotheses, references):
     """BLEU and chrF of detokenised `hypotheses` against one reference each.
 
-    sacrebleu defaults: cased, 13a tokenisation, exponential smoothing.
+    sacrebleu defaults: cased, 13a tokenisation, exponential smoothing. Also the
+    lowercased BLEU with the `intl` tokeniser (`bleu_lowercase_intl`), which is closer to
+    the tokenised, lowercased BLEU papers on Multi30k report; it is for comparison only.
 
     Returns:
-        A dict with `bleu`, `chrf` (floats) and their `*_signature` strings.
+        A dict with `bleu`, `chrf`, `bleu_lowercase_intl` (floats), their
+        `*_signature` strings and `bleu_text`.
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -20,10 +23,14 @@ def corpus_scores(hypotheses, references):
     chrf = sacrebleu.metrics.CHRF()
     bleu_score = bleu.corpus_score(hypotheses, [references])
     chrf_score = chrf.corpus_score(hypotheses, [references])
+    lowercase_bleu = sacrebleu.metrics.BLEU(lowercase=True, tokenize="intl")
+    lowercase_score = lowercase_bleu.corpus_score(hypotheses, [references])
     return {
         "bleu": bleu_score.score,
         "bleu_signature": str(bleu.get_signature()),
         "bleu_text": str(bleu_score),
         "chrf": chrf_score.score,
         "chrf_signature": str(chrf.get_signature()),
+        "bleu_lowercase_intl": lowercase_score.score,
+        "bleu_lowercase_intl_signature": str(lowercase_bleu.get_signature()),
     }
