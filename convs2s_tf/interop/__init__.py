@@ -1,7 +1,9 @@
 """Interoperability with the authors' implementation: fairseq `fconv` checkpoints and
-dictionaries, and translation with token vocabularies instead of SentencePiece ids.
+dictionaries, read (`fairseq_fconv.convert_checkpoint`) and written
+(`fairseq_export.export_run`), and translation with token vocabularies instead of
+SentencePiece ids.
 
-PyTorch is imported only when a checkpoint is read (`convs2s_tf.interop.fairseq_fconv`).
+PyTorch is imported only when a checkpoint is read or written.
 """
 
 from convs2s_tf.interop.fairseq_dictionary import Dictionary, DictionaryError

@@ -31,8 +31,9 @@ _PARAMETRIZED_WEIGHT_NORM_NAMES = {
     "parametrizations.weight.original1": "weight_v",
 }
 _SAFE_GLOBALS = (argparse.Namespace,)
-# fairseq's names of the `ConvS2S` arguments its architectures set (`fairseq_preset`).
-_FAIRSEQ_ARGUMENTS = {
+# fairseq's names of the `ConvS2S` arguments its architectures set (`fairseq_preset`),
+# read by the importer and written by the exporter.
+FCONV_ARGUMENTS = {
     "dropout": "dropout",
     "encoder_embed_dim": "embed_dim",
     "encoder_layers": "encoder_layers",
@@ -49,12 +50,13 @@ class FairseqImportError(ValueError):
     """A checkpoint, dictionary or output directory that cannot be converted, and why."""
 
 
-def _import_torch():
+def import_torch(error_class=FairseqImportError):
+    """The `torch` module; raises `error_class` with the install command if it is missing."""
     try:
         import torch
     except ImportError:
-        raise FairseqImportError(
-            "Reading fairseq checkpoints needs PyTorch, which is not installed: "
+        raise error_class(
+            "Reading and writing fairseq checkpoints needs PyTorch, which is not installed: "
             "`pip install torch==2.13.0` (the CPU build; or `pip install -e .[parity]`)."
         ) from None
     return torch
@@ -95,7 +97,7 @@ def read_checkpoint(path):
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"fairseq checkpoint {path} does not exist.")
-    torch = _import_torch()
+    torch = import_torch()
     try:
         with torch.serialization.safe_globals(list(_SAFE_GLOBALS)):
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -180,7 +182,7 @@ def fconv_settings(architecture, arguments):
     preset, see `convs2s_tf.models.fairseq_preset`) where they are missing."""
     check_architecture(architecture)
     preset = fairseq_preset(architecture)
-    settings = {name: preset[ours] for name, ours in _FAIRSEQ_ARGUMENTS.items()}
+    settings = {name: preset[ours] for name, ours in FCONV_ARGUMENTS.items()}
     for key in settings:
         if arguments.get(key) is not None:
             settings[key] = arguments[key]

@@ -147,7 +147,18 @@ class Dictionary:
         return " ".join(tokens)
 
     def save(self, path):
-        """Writes the dictionary in fairseq's format (the specials are implicit)."""
+        """Writes the dictionary in fairseq's format (the specials are implicit).
+
+        Raises:
+            DictionaryError: A token holds a line break, which fairseq would read as two
+                lines (shifting every later id).
+        """
+        for symbol in self.symbols:
+            if "\n" in symbol or "\r" in symbol:
+                raise DictionaryError(
+                    f"Token {symbol!r} holds a line break: fairseq reads dictionaries line by "
+                    "line, so it cannot hold this token."
+                )
         seen = set(SPECIAL_SYMBOLS)
         with open(path, "w", encoding="utf-8") as f:
             for symbol, count in zip(

@@ -252,6 +252,7 @@ def define_import_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         None,
         "Run directory to write (config.json, best/): pipelines.import_fairseq's converted "
         "model with its dictionaries, pipelines.average_checkpoints' averaged weights; use "
-        "it as --model_dir of the other pipelines.",
+        "it as --model_dir of the other pipelines. pipelines.export_fairseq: the directory "
+        "of the fairseq checkpoint and dictionaries it writes.",
         flag_values=flag_values,
     )
