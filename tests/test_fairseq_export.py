@@ -5,7 +5,8 @@ model, whose pieces become the dictionaries), exported, and then: imported back 
 same weights, bit for bit), loaded by fairseq's own `load_model_ensemble_and_task` (its
 log-probabilities equal ours), searched with fairseq's `SequenceGenerator` (the same
 5-best lists as ours), and run through `pipelines.export_fairseq` and `fairseq-generate`
-end to end. Then the refusals.
+end to end. A fairseq model imported and exported again is its own checkpoint, tensor for
+tensor and dictionary line for line. Then the refusals.
 
 Needs the `parity` extra (torch==2.13.0, then fairseq-fixed). Without it the module is
 skipped, except under CI (CI=true), where a missing fairseq is an error.
@@ -279,6 +280,43 @@ def test_pipeline_export_and_fairseq_generate(sentencepiece_model, tmp_path):
     ours, _ = our_beam_search(model, sources, nbest=1)
     expected = [" ".join(symbols[i] for i in best[0][:-1]) for best in ours]
     assert [hypotheses[i] for i in range(len(lines))] == expected
+
+
+def test_an_imported_fairseq_model_exports_to_its_own_parameters(tmp_path):
+    from helpers import fairseq_models
+
+    source = fairseq_models.make_dictionary([f"s{i}" for i in range(30)], tmp_path / "s.txt")
+    target = fairseq_models.make_dictionary([f"t{i}" for i in range(35)], tmp_path / "t.txt")
+    arguments = dict(
+        arch="fconv",
+        encoder_embed_dim=12,
+        decoder_embed_dim=12,
+        encoder_layers="[(16, 3)] + [(24, 2, 0)]",
+        decoder_layers="[(16, 3)] + [(24, 3, 2)]",
+        decoder_attention="[False, True]",
+        decoder_out_embed_dim=10,
+        max_source_positions=30,
+        max_target_positions=30,
+    )
+    model, args = fairseq_models.build_model(arguments, source, target, seed=4)
+    checkpoint = fairseq_models.save_checkpoint(model, args, tmp_path / "original.pt")
+    run = tmp_path / "run"
+    fairseq_fconv.convert_checkpoint(
+        str(checkpoint), str(tmp_path / "s.txt"), str(tmp_path / "t.txt"), str(run)
+    )
+    result = export_run(str(run), str(tmp_path / "fairseq"))
+    assert (result.source_lang, result.target_lang, result.sentencepiece_model) == (
+        "src",
+        "tgt",
+        None,
+    )
+    for lang, original in (("src", "s.txt"), ("tgt", "t.txt")):
+        exported = tmp_path / "fairseq" / f"dict.{lang}.txt"
+        assert exported.read_text() == (tmp_path / original).read_text()
+    exported = torch.load(result.checkpoint_path, weights_only=True)["model"]
+    assert list(exported) == list(model.state_dict())
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(exported[name], tensor, rtol=0, atol=0, msg=name)
 
 
 def test_refuses_what_fairseq_cannot_hold(sentencepiece_model, tmp_path):
