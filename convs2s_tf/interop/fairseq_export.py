@@ -175,6 +175,7 @@ def fairseq_state_dict(model):
     state = {}
     for module in modules:
         if module.name == "decoder.embed_tokens":
+            # fairseq's decoder registers the buffer before its modules.
             state["decoder.version"] = np.array([_DECODER_VERSION], np.float32)
         state.update(module_parameters(module))
         layer = module.layer
