@@ -7,9 +7,11 @@
 
 Reads one sentence per line (stdin or --input) and writes one translation per line
 (stdout or --output); with --nbest > 1, `index ||| translation ||| score` lines. A
-progress bar is shown when writing to a file. Lines end at "\\n" only (a trailing "\\r"
-is dropped), so a U+2028 or form feed inside a sentence never shifts the output against
-the input; invalid UTF-8 becomes U+FFFD.
+progress bar is shown when writing to a file. Lines of similar length are translated
+together (sorted within windows of 16 batches, as fairseq sorts its buffer) and written
+in input order; a translation does not depend on the lines batched with it. Lines end
+at "\\n" only (a trailing "\\r" is dropped), so a U+2028 or form feed inside a sentence
+never shifts the output against the input; invalid UTF-8 becomes U+FFFD.
 """
 
 import os
@@ -18,11 +20,16 @@ import sys
 from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines, split_lines
+from convs2s_tf.inference.translator import length_sorted_batches
 from pipelines import cli
 from pipelines import flags as pipeline_flags
 from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
 
 FLAGS = flags.FLAGS
+# Lines are sorted by length within windows of this many batches (fairseq-interactive's
+# --buffer-size): similar lengths share a batch, and each window's translations are
+# written, in input order, as soon as it is done.
+SORT_WINDOW_BATCHES = 16
 pipeline_flags.declare_key_flags(
     pipeline_flags.RUN,
     pipeline_flags.CHECKPOINT,
@@ -58,23 +65,42 @@ def main(argv):
         progress = keras.utils.Progbar(len(lines), unit_name="sentence")
     if FLAGS.attention_dir:
         os.makedirs(FLAGS.attention_dir, exist_ok=True)
+    window_size = FLAGS.batch_size * SORT_WINDOW_BATCHES
     try:
-        for start in range(0, len(lines), FLAGS.batch_size):
-            batch = lines[start : start + FLAGS.batch_size]
-            if FLAGS.attention_dir:
-                _write_attention(translator, batch, start)
-            for offset, hypotheses in enumerate(_translate(translator, batch)):
-                if FLAGS.nbest == 1:
-                    output.write(hypotheses[0][0] + "\n")
-                else:
-                    for text, score in hypotheses:
-                        output.write(f"{start + offset} ||| {text} ||| {score:.4f}\n")
-            if progress is not None:
-                progress.update(min(start + FLAGS.batch_size, len(lines)))
+        for start in range(0, len(lines), window_size):
+            window = lines[start : start + window_size]
+            results = _translate_window(translator, window, start, progress)
+            for offset, hypotheses in enumerate(results):
+                _write_hypotheses(output, start + offset, hypotheses)
     finally:
         if FLAGS.output:
             output.close()
     return 0
+
+
+def _translate_window(translator, window, start, progress):
+    """The n-best lists of the lines `window` (starting at line `start`), in their order,
+    translated in batches of similar length; attention heatmaps written if asked."""
+    results = [None] * len(window)
+    done = start
+    for indices in length_sorted_batches(window, FLAGS.batch_size):
+        batch = [window[index] for index in indices]
+        if FLAGS.attention_dir:
+            _write_attention(translator, batch, [start + index for index in indices])
+        for index, hypotheses in zip(indices, _translate(translator, batch)):
+            results[index] = hypotheses
+        done += len(indices)
+        if progress is not None:
+            progress.update(done)
+    return results
+
+
+def _write_hypotheses(output, line_number, hypotheses):
+    if FLAGS.nbest == 1:
+        output.write(hypotheses[0][0] + "\n")
+        return
+    for text, score in hypotheses:
+        output.write(f"{line_number} ||| {text} ||| {score:.4f}\n")
 
 
 def _translate(translator, batch):
@@ -84,16 +110,16 @@ def _translate(translator, batch):
         return translator.translate(batch, nbest=FLAGS.nbest)
 
 
-def _write_attention(translator, batch, start):
+def _write_attention(translator, batch, line_numbers):
     from convs2s_tf.visualization import attention_heatmap_png
 
     with usage_errors():
         results = translator.translate_with_attention(batch)
-    for offset, result in enumerate(results):
+    for line_number, result in zip(line_numbers, results):
         png = attention_heatmap_png(
             result["attention"], result["source_pieces"], result["target_pieces"]
         )
-        path = os.path.join(FLAGS.attention_dir, f"attention_{start + offset:06d}.png")
+        path = os.path.join(FLAGS.attention_dir, f"attention_{line_number:06d}.png")
         with open(path, "wb") as f:
             f.write(png)
 

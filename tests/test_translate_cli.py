@@ -3,6 +3,7 @@
 import json
 
 from conftest import SEARCH_FLAGS, run_python
+from helpers.corpora import multi30k_lines
 
 # A U+2028 LINE SEPARATOR or a form feed inside a sentence does not end its line.
 LINES = [
@@ -69,6 +70,35 @@ def test_translate_nbest_and_flag_errors(tiny_run, exported):
     assert neither.returncode != 0 and "Give --saved_model=DIR or --model_dir=DIR" in (
         neither.stderr
     )
+
+
+def test_length_sorted_batches_write_every_output_in_input_order(tiny_run, tmp_path):
+    # Lines of many lengths: with --batch_size=3 they are translated in length-sorted
+    # batches, with --batch_size=1 alone (in windows of 16 lines); translations, n-best
+    # indices and attention files must name the same input lines either way.
+    lines = multi30k_lines("test_2016_flickr", "en", 20) + ["", "A dog."]
+    outputs = {}
+    for batch_size in (1, 3):
+        plots = tmp_path / f"plots_{batch_size}"
+        result = _run(
+            [
+                "pipelines.translate",
+                f"--model_dir={tiny_run}",
+                f"--batch_size={batch_size}",
+                "--nbest=2",
+                f"--attention_dir={plots}",
+                *SEARCH_FLAGS,
+            ],
+            stdin="".join(line + "\n" for line in lines),
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        pngs = {path.name: path.read_bytes() for path in plots.iterdir()}
+        outputs[batch_size] = (result.stdout, pngs)
+    rows = [line.split(" ||| ") for line in _lines(outputs[3][0])]
+    assert [int(row[0]) for row in rows] == [index for index in range(len(lines)) for _ in "ab"]
+    assert outputs[3][0] == outputs[1][0]
+    assert sorted(outputs[3][1]) == [f"attention_{i:06d}.png" for i in range(len(lines))]
+    assert outputs[3][1] == outputs[1][1]
 
 
 def test_evaluate_files_and_split(tiny_run, exported, small_prepared, tmp_path):

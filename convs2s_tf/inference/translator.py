@@ -11,6 +11,30 @@ from convs2s_tf.decoding import MIN_LENGTH_ERROR
 BATCH_SIZE = 64
 
 
+def length_sorted_batches(texts, batch_size):
+    """Batches of indices into `texts`, `batch_size` at most, longest texts first.
+
+    Sentences of similar length share a batch, as in fairseq: less padding, and a
+    batch's search ends with its longest sentence rather than the corpus'. A sentence's
+    translation does not depend on its batch-mates, so only the speed changes.
+
+    Args:
+        texts: The texts (strings); their length in characters orders them (ties keep
+            their order).
+        batch_size: Most indices per batch (>= 1).
+
+    Returns:
+        A list of lists of indices; together they cover `range(len(texts))` once.
+
+    >>> length_sorted_batches(["a b", "a b c d", "", "a"], 3)
+    [[1, 0, 3], [2]]
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    order = sorted(range(len(texts)), key=lambda index: -len(texts[index]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 class InferenceError(ValueError):
     """A model, export or request that cannot work as asked (no tokenizer, a search beyond
     the model, more hypotheses than a translator returns): the caller's choice, not a bug.
@@ -98,13 +122,29 @@ class Translator(abc.ABC):
         texts = list(texts)
         return self._translate(texts, nbest) if texts else []
 
-    def translate_all(self, texts, batch_size=BATCH_SIZE):
-        """The best translation of every text, translated `batch_size` at a time in order
-        (the same batches wherever a file is scored, so scores agree)."""
+    def translate_all(self, texts, batch_size=BATCH_SIZE, sort_by_length=True):
+        """The best translation of every text, in the order of `texts`.
+
+        Args:
+            texts: The texts to translate.
+            batch_size: Texts per batch.
+            sort_by_length: Batch texts of similar length together
+                (`length_sorted_batches`), which is faster and gives the same
+                translations; False: `batch_size` consecutive texts at a time.
+        """
         texts = list(texts)
-        translations = []
-        for start in range(0, len(texts), batch_size):
-            translations += [h[0][0] for h in self.translate(texts[start : start + batch_size])]
+        if sort_by_length:
+            batches = length_sorted_batches(texts, batch_size)
+        else:
+            batches = [
+                list(range(start, min(start + batch_size, len(texts))))
+                for start in range(0, len(texts), batch_size)
+            ]
+        translations = [None] * len(texts)
+        for indices in batches:
+            hypotheses = self.translate([texts[index] for index in indices])
+            for index, nbest in zip(indices, hypotheses):
+                translations[index] = nbest[0][0]
         return translations
 
     def translate_with_attention(self, texts):
