@@ -14,7 +14,9 @@ signature served; the exporter "ensemble").
 --export_dir defaults to saved_models/<basename of --model_dir> (of an ensemble: the
 members' base names joined by "+"). The beam search options
 (--beam_size, --max_len_a, ...), --inference_dtype and --xla_decode are fixed in the
-export.
+export. Batches of up to 8 sentences are searched by one XLA computation per bucket,
+compiled while the export loads (TF Serving: --xla_cpu_compilation_enabled=true);
+--noxla_small_batches exports graph-mode searches alone.
 """
 
 import os
@@ -47,7 +49,8 @@ def main(argv):
     # The run chooses its exporter: text, ensemble, or token ids for an imported fairseq
     # model that reads pre-tokenised text.
     with usage_errors():
-        version_dir = loaded.export(export_dir)
+        options = {} if FLAGS.xla_small_batches else {"buckets": None}
+        version_dir = loaded.export(export_dir, exporter_options=options)
     print(f"Exported {loaded.checkpoint} to {version_dir}")
     return 0
 

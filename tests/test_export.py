@@ -11,6 +11,7 @@ import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
 
 from convs2s_tf.decoding import SearchConfig
+from convs2s_tf.decoding.compiled_search import SearchBuckets
 from convs2s_tf.export import (
     find_saved_model,
     list_exporters,
@@ -18,6 +19,7 @@ from convs2s_tf.export import (
     register_exporter,
     write_next_version,
 )
+from convs2s_tf.export.warmup import read_warmup_requests, replay_warmup_requests
 from convs2s_tf.inference import (
     SavedModelTranslator,
     TokenIdsTranslator,
@@ -95,14 +97,59 @@ def test_export_layout_and_next_version(exported, tiny_run):
     assert 'name: "tiny"' in (exported / "models.config").read_text()
     assert "max_batch_size" in (exported / "batching_parameters.txt").read_text()
     requests = _warmup_requests(version)
-    assert requests and requests[0].model_spec.signature_name == "serving_default"
-    assert tf.make_ndarray(requests[-1].inputs["text"]).shape[0] >= 2
+    # serving_default in every compiled bucket (1, 2, 4, 8 sentences) and once beyond
+    # them, then each other signature once.
+    batch_sizes = {}
+    for request in requests:
+        name = request.model_spec.signature_name
+        (tensor,) = request.inputs.values()
+        batch_sizes.setdefault(name, []).append(tf.make_ndarray(tensor).shape[0])
+    assert requests[0].model_spec.signature_name == "serving_default"
+    assert batch_sizes == {
+        "serving_default": [1, 2, 4, 8, 9],
+        "translate_nbest": [1],
+        "translate_with_attention": [2],
+        "translate_ids": [1],
+    }
+    assert {request.model_spec.name for request in requests} == {"tiny"}
     # A second export takes the next version; the first stays untouched.
     _run(
         ["-m", "pipelines.export", f"--model_dir={tiny_run}", f"--export_dir={exported}"]
         + SEARCH_FLAGS
     )
     assert (exported / "2" / "saved_model.pb").exists()
+
+
+def test_warmup_requests_follow_the_buckets():
+    requests = make_exporter("text", buckets=SearchBuckets((1, 3), 16)).warmup_requests()
+    sizes = [
+        request.inputs["text"].shape[0]
+        for request in requests
+        if request.signature_name == "serving_default"
+    ]
+    assert sizes == [1, 3, 4]
+    # Without compiled buckets: one sentence, then a batch.
+    requests = make_exporter("token_ids", buckets=None).warmup_requests()
+    assert [request.inputs["source_ids"].shape[0] for request in requests] == [1, 2]
+
+
+def test_loading_replays_the_warmup_requests_in_order(exported):
+    calls = []
+
+    class Recorder:
+        signatures = {
+            name: (lambda name: lambda **inputs: calls.append((name, sorted(inputs))))(name)
+            for name in ("serving_default", "translate_nbest", "translate_ids")
+        }
+
+    replay_warmup_requests(Recorder(), str(exported / "1"))
+    # Every request of a signature the model has, in the file's order (this one has no
+    # translate_with_attention).
+    assert calls == [("serving_default", ["text"])] * 5 + [
+        ("translate_nbest", ["text"]),
+        ("translate_ids", ["source_ids"]),
+    ]
+    assert read_warmup_requests(str(exported)) == []  # a base directory has none
 
 
 def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):

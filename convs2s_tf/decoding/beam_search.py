@@ -80,16 +80,15 @@ def max_output_lengths(source, max_len_a, max_len_b, limit, pad_id=PAD_ID):
     return tf.minimum(lengths, limit)
 
 
-def _round_up(length, multiple):
+def round_up(length, multiple):
+    """`length` rounded up to a multiple of `multiple`."""
     return (length + multiple - 1) // multiple * multiple
 
 
 def _pad_columns(tensor, multiple, value):
     """Right-pads `[batch, length]` to a multiple of `multiple` columns."""
     length = tf.shape(tensor)[1]
-    return tf.pad(
-        tensor, [[0, 0], [0, _round_up(length, multiple) - length]], constant_values=value
-    )
+    return tf.pad(tensor, [[0, 0], [0, round_up(length, multiple) - length]], constant_values=value)
 
 
 # With the decoder step XLA-compiled, sources (and token histories) are padded to a
@@ -152,16 +151,17 @@ def beam_search(
     )
     with frozen_kernels(model, kernels):
         source = tf.convert_to_tensor(source, tf.int32)
-        max_lengths = _checked_max_lengths(model.decoder, source, max_len_a, max_len_b, min_length)
+        max_lengths = checked_max_lengths(model.decoder, source, max_len_a, max_len_b, min_length)
         # Steps 0..max_length: the last may only end a hypothesis.
         max_steps = tf.reduce_max(max_lengths) + 1
         state = _initial_state(model, constants, source, max_lengths, max_steps)
-        state = _search_loop(model.decoder, constants, state, max_steps)
+        state = search_loop(model.decoder, constants, state, max_steps)
         return n_best(state, nbest, tf.shape(source)[1], return_attention)
 
 
-def _checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):
-    """`max_output_lengths` within the decoder's positions, asserted `>= min_length`."""
+def checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):
+    """`max_output_lengths` within the decoder's positions, asserted `>= min_length`
+    (in graph mode: XLA drops assertions)."""
     # Step t feeds position t of the decoder input, whose last usable index is
     # max_length - 1; the last step may only produce </s>.
     limit = decoder.max_length - 1
@@ -182,7 +182,7 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
     history_width = max_steps
     if constants.xla:
         source = _pad_columns(source, XLA_SOURCE_MULTIPLE, model.decoder.pad_id)
-        history_width = _round_up(max_steps, XLA_SOURCE_MULTIPLE)
+        history_width = round_up(max_steps, XLA_SOURCE_MULTIPLE)
     return initial_beam_state(
         constants.beam_size,
         encoder_output=model.encode(source, training=False),
@@ -193,9 +193,21 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
     )
 
 
-def _search_loop(decoder, constants, state, max_steps):
-    """Steps from `state` until every sentence is done or `max_steps` steps are taken."""
-    step = search_step_function(decoder, constants)
+def search_loop(decoder, constants, state, max_steps, compile_step=None):
+    """Steps from `state` until every sentence is done or `max_steps` steps are taken.
+
+    Args:
+        decoder: The model's decoder.
+        constants: The search's `StepConstants`.
+        state: The `BeamState` before the first step.
+        max_steps: Scalar int32, the most steps taken.
+        compile_step: XLA-compile each step on its own (default `constants.xla`); False
+            when the whole loop is compiled.
+
+    Returns:
+        The `BeamState` after the last step.
+    """
+    step = search_step_function(decoder, constants, compile_step)
 
     def searching(state):
         return tf.logical_and(
@@ -233,15 +245,25 @@ def n_best(state, nbest, source_length, return_attention=False):
     Returns:
         A `SearchOutput`, its columns trimmed to the longest kept hypothesis.
     """
-    finished = state.finished
+    attention = state.finished_attention if return_attention else None
+    return n_best_of(state.finished, nbest, attention, source_length)
+
+
+def n_best_of(finished, nbest, finished_attention=None, source_length=None):
+    """The `nbest` best of `FinishedHypotheses` (and their attention, if given).
+
+    Returns:
+        A `SearchOutput`, its columns trimmed to the longest kept hypothesis and the
+        attention's source positions to `source_length`.
+    """
     scores, order = tf.math.top_k(finished.scores, k=nbest)
     tokens = tf.gather(finished.tokens, order, batch_dims=1)
     lengths = tf.gather(finished.lengths, order, batch_dims=1)
     # Trim columns no kept hypothesis uses.
     width = tf.maximum(tf.reduce_max(lengths), 1)
     attention = None
-    if return_attention:
-        attention = tf.gather(state.finished_attention, order, batch_dims=1)[:, :, :width]
+    if finished_attention is not None:
+        attention = tf.gather(finished_attention, order, batch_dims=1)[:, :, :width]
         attention = attention[:, :, :, :source_length]
     return SearchOutput(
         tokens=tokens[:, :, :width], scores=scores, lengths=lengths, attention=attention

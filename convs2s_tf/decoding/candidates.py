@@ -40,6 +40,13 @@ def top_k_with_special_bias(logits, special_bias, k, chunk=None):
     Returns:
         `(values, ids)`, `[rows, k]` each, largest first.
     """
+    values, ids, _ = _top_k_and_row_max(logits, special_bias, k, chunk)
+    return values, ids
+
+
+def _top_k_and_row_max(logits, special_bias, k, chunk=None):
+    """`top_k_with_special_bias` and each row's maximum of the unbiased `logits`
+    (`[rows, 1]`), taken from the chunk maxima the top-k computes anyway."""
     vocab_size = logits.shape[-1]
     chunk = chunk or _chunk_size(vocab_size)
     num_special = special_bias.shape[0]
@@ -48,7 +55,8 @@ def top_k_with_special_bias(logits, special_bias, k, chunk=None):
     num_chunks = -(-vocab_size // chunk)
     bias = tf.pad(special_bias, [[0, num_chunks * chunk - num_special]])
     if num_chunks <= k:
-        return tf.math.top_k(logits + bias[:vocab_size], k=min(k, vocab_size))
+        values, ids = tf.math.top_k(logits + bias[:vocab_size], k=min(k, vocab_size))
+        return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
     rows = tf.shape(logits)[0]
     if num_chunks * chunk != vocab_size:
         logits = tf.pad(
@@ -56,14 +64,23 @@ def top_k_with_special_bias(logits, special_bias, k, chunk=None):
         )
     chunks = tf.reshape(logits, [rows, num_chunks, chunk])
     bias_chunks = tf.reshape(bias, [num_chunks, chunk])
+    raw_max = tf.reduce_max(chunks, axis=-1)
     # Only the first chunk carries a bias: its maximum is recomputed with it.
     first_max = tf.reduce_max(chunks[:, 0] + bias_chunks[0], axis=-1, keepdims=True)
-    chunk_max = tf.concat([first_max, tf.reduce_max(chunks, axis=-1)[:, 1:]], axis=1)
+    chunk_max = tf.concat([first_max, raw_max[:, 1:]], axis=1)
     _, best_chunks = tf.math.top_k(chunk_max, k=k)
     selected = tf.gather(chunks, best_chunks, batch_dims=1) + tf.gather(bias_chunks, best_chunks)
     values, positions = tf.math.top_k(tf.reshape(selected, [rows, k * chunk]), k=k)
     ids = tf.gather(best_chunks, positions // chunk, batch_dims=1) * chunk + positions % chunk
-    return values, ids
+    return values, ids, tf.reduce_max(raw_max, axis=-1, keepdims=True)
+
+
+def _log_normaliser(logits, row_max):
+    """`tf.reduce_logsumexp(logits, -1, keepdims=True)` given each row's maximum: the
+    same operations on the same values, without a pass for the maximum."""
+    finite_max = tf.where(tf.math.is_finite(row_max), row_max, tf.zeros_like(row_max))
+    total = tf.reduce_sum(tf.exp(logits - finite_max), axis=-1, keepdims=True)
+    return tf.math.log(total) + finite_max
 
 
 def candidates(constants, logits, step, max_lengths):
@@ -86,14 +103,25 @@ def candidates(constants, logits, step, max_lengths):
         constants.special_bias(allow_eos=False),
         constants.special_bias(allow_eos=True),
     )
-    force_eos = step >= tf.repeat(max_lengths, constants.beam_size)
-    # A NaN log-probability counts as -inf, as in fairseq.
-    logits = tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)
-    normaliser = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
     per_row = constants.per_row
-    top_logits, top_ids = top_k_with_special_bias(logits, step_bias, per_row)
+
+    def search(logits):
+        top_logits, top_ids, row_max = _top_k_and_row_max(logits, step_bias, per_row)
+        eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
+        return top_logits, top_ids, _log_normaliser(logits, row_max), eos_logit
+
+    found = search(logits)
+    # A NaN log-probability counts as -inf, as in fairseq. A row holding one has a NaN
+    # normaliser, so the rare step that has one is searched again without them (rather
+    # than every step paying two passes over the logits for it).
+    found = tf.cond(
+        tf.reduce_any(tf.math.is_nan(found[2])),
+        lambda: search(tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)),
+        lambda: found,
+    )
+    top_logits, top_ids, normaliser, eos_logit = found
+    force_eos = step >= tf.repeat(max_lengths, constants.beam_size)
     rows = tf.shape(logits)[0]
-    eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
     forced_logits = tf.concat([eos_logit, tf.fill([rows, per_row - 1], NEG_INF)], axis=1)
     forced_ids = tf.concat([tf.fill([rows, 1], EOS_ID), top_ids[:, 1:]], axis=1)
     top_logits = tf.where(force_eos[:, None], forced_logits, top_logits)

@@ -133,12 +133,17 @@ def search_step(decoder, constants, state):
     return apply_selection(constants, state, selection, cache), selection, attention
 
 
-def search_step_function(decoder, constants):
+def search_step_function(decoder, constants, compile_step=None):
     """`search_step` for one search, one XLA computation with `constants.xla`.
 
     The compiled step keeps fixed shapes (finished sentences stay in the batch), so it
-    compiles once per search; the graph around it only loops (XLA on the whole loop was
-    seen to be far slower on CPU).
+    compiles once per search; the graph around it only loops.
+
+    Args:
+        decoder: The model's decoder.
+        constants: The search's `StepConstants`.
+        compile_step: Whether to XLA-compile the step on its own (default
+            `constants.xla`); False when the whole loop around it is compiled.
 
     Returns:
         `step(state) -> (state, selection, attention)`.
@@ -147,7 +152,7 @@ def search_step_function(decoder, constants):
     def step(state):
         return search_step(decoder, constants, state)
 
-    if not constants.xla:
+    if not (constants.xla if compile_step is None else compile_step):
         return step
     compiled = tf.function(step, jit_compile=True)
 

@@ -14,6 +14,12 @@ A new kind subclasses `Exporter` and registers itself with
 `@register_exporter(name)`. Every exporter writes through the same versioned, atomic
 writer (`write_next_version`) and warm-up writer (`write_warmup_requests`), so each
 export is a complete TF Serving version with warm-up requests and server configs.
+
+By default small batches are searched by one XLA computation per fixed bucket
+(`SearchBuckets`: batches of up to 8 sentences of up to 64 tokens; larger ones in graph
+mode), and the warm-up requests cover every bucket, so that a server compiles them all
+while it loads the version (TF Serving needs `--xla_cpu_compilation_enabled=true`).
+`make_exporter(name, buckets=None)` exports graph-mode searches alone.
 """
 
 import abc
@@ -22,10 +28,13 @@ import os
 import tensorflow as tf
 
 from convs2s_tf.decoding import Ensemble
+from convs2s_tf.decoding.compiled_search import SearchBuckets
 from convs2s_tf.export.saved_model import default_model_name, write_next_version
 from convs2s_tf.export.translation_module import (
+    ATTENTION_SIGNATURE,
     IDS_SIGNATURE,
     IDS_SPEC,
+    NBEST_SIGNATURE,
     TEXT_SPEC,
     TRANSLATE_SIGNATURE,
     TokenIdsTranslationModule,
@@ -35,6 +44,10 @@ from convs2s_tf.export.warmup import ASSETS_EXTRA, WarmupRequest, write_warmup_r
 from convs2s_tf.vocabulary import PAD_ID
 
 _EXPORTERS = {}
+DEFAULT_BUCKETS = SearchBuckets()
+# Warm-up rows of translate_ids, cycled to fill each warm-up batch (ids beyond the
+# vocabulary become <unk>).
+WARMUP_IDS = ([4, 5, 6, 7], [8, 9, PAD_ID, PAD_ID])
 
 
 def register_exporter(name):
@@ -69,9 +82,18 @@ def make_exporter(name, **kwargs):
 
 
 class Exporter(abc.ABC):
-    """Writes one kind of SavedModel as the next version of an export directory."""
+    """Writes one kind of SavedModel as the next version of an export directory.
+
+    Args:
+        buckets: The `SearchBuckets` whose batches are searched by one XLA computation
+            each (default: `SearchBuckets()`); None: every search in graph mode (for
+            servers without XLA).
+    """
 
     name = None  # set by `register_exporter`
+
+    def __init__(self, buckets=DEFAULT_BUCKETS):
+        self.buckets = buckets
 
     def export(
         self,
@@ -121,19 +143,31 @@ class Exporter(abc.ABC):
     def warmup_requests(self):
         """The `WarmupRequest`s TF Serving replays when it loads the export."""
 
+    def warmup_batch_sizes(self):
+        """Batch sizes the warm-up requests of a searching signature cover: every
+        compiled bucket's (so that none compiles on a client's request), then one batch
+        above them, for the graph path."""
+        sizes = list(self.buckets.batch_sizes) if self.buckets is not None else [1]
+        return sizes + [sizes[-1] + 1]
+
     def extra_assets(self, vocabulary_files):
         """{file name: path} of the files copied into the export's `assets.extra/`."""
         del vocabulary_files  # most exports carry everything in the graph
         return {}
 
 
-# Warm-up sentences of the text export: a short one alone, then a batch with an empty one.
+# Warm-up sentences of the text export, cycled to fill each warm-up batch: short and
+# longer ones, and an empty one.
 WARMUP_TEXTS = (
     "A man is riding a bicycle down the street.",
     "Two dogs are playing in the snow.",
     "",
     "A little girl in a pink dress is smiling at the camera.",
 )
+
+
+def _cycled(values, count):
+    return [values[index % len(values)] for index in range(count)]
 
 
 @register_exporter("text")
@@ -145,13 +179,21 @@ class TextExporter(Exporter):
     def build_module(self, model, tokenizer, search_config):
         if tokenizer is None:
             raise ValueError("The text export needs the model's tokenizer.")
-        return TranslationModule(model, tokenizer, search_config)
+        return TranslationModule(model, tokenizer, search_config, self.buckets)
 
     def warmup_requests(self):
-        return [
-            WarmupRequest(TRANSLATE_SIGNATURE, {TEXT_SPEC.name: tf.constant(batch, tf.string)})
-            for batch in ([WARMUP_TEXTS[0]], list(WARMUP_TEXTS))
+        def text(count):
+            return {TEXT_SPEC.name: tf.constant(_cycled(WARMUP_TEXTS, count), tf.string)}
+
+        # serving_default in every bucket; each other signature once (the compiled
+        # buckets are shared by the signatures).
+        requests = [WarmupRequest(TRANSLATE_SIGNATURE, text(n)) for n in self.warmup_batch_sizes()]
+        requests += [
+            WarmupRequest(NBEST_SIGNATURE, text(1)),
+            WarmupRequest(ATTENTION_SIGNATURE, text(2)),
+            WarmupRequest(IDS_SIGNATURE, {IDS_SPEC.name: tf.constant([WARMUP_IDS[0]], tf.int32)}),
         ]
+        return requests
 
 
 @register_exporter("ensemble")
@@ -177,8 +219,6 @@ class EnsembleExporter(TextExporter):
 
 SOURCE_DICT_ASSET = "source_dict.txt"
 TARGET_DICT_ASSET = "target_dict.txt"
-# Warm-up batches of translate_ids (ids beyond the vocabulary become <unk>).
-WARMUP_IDS = ([[4, 5, 6, 7]], [[4, 5, 6, 7], [8, 9, PAD_ID, PAD_ID]])
 
 
 @register_exporter("token_ids")
@@ -195,12 +235,14 @@ class TokenIdsExporter(Exporter):
 
     def build_module(self, model, tokenizer, search_config):
         del tokenizer  # the text stays outside the graph
-        return TokenIdsTranslationModule(model, search_config)
+        return TokenIdsTranslationModule(model, search_config, self.buckets)
 
     def warmup_requests(self):
         return [
-            WarmupRequest(IDS_SIGNATURE, {IDS_SPEC.name: tf.constant(batch, tf.int32)})
-            for batch in WARMUP_IDS
+            WarmupRequest(
+                IDS_SIGNATURE, {IDS_SPEC.name: tf.constant(_cycled(WARMUP_IDS, n), tf.int32)}
+            )
+            for n in self.warmup_batch_sizes()
         ]
 
     def extra_assets(self, vocabulary_files):

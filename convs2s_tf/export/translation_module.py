@@ -4,6 +4,7 @@ and tf-text ops (strings or token ids in, translations out)."""
 import tensorflow as tf
 
 from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
+from convs2s_tf.decoding.compiled_search import BucketedSearch
 from convs2s_tf.layers import fold_kernels
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -34,12 +35,16 @@ class TranslationModule(tf.Module):
         tokenizer: The `Tokenizer` of the model's vocabulary.
         search_config: A `SearchConfig` (default: its defaults); `nbest` is ignored
             (`translate_nbest` returns the whole beam) and `dtype` is the model's.
+        buckets: `SearchBuckets`: batches that fit one are searched by one XLA
+            computation per bucket (`BucketedSearch`; every bucket must be warmed up
+            before serving, or the first request of each compiles it); None: every
+            search in graph mode.
 
     The weight-normalised kernels are folded (`g * v / ||v||`) into variables when the
     module is built, so it translates with the weights the model had then.
     """
 
-    def __init__(self, model, tokenizer, search_config=None):
+    def __init__(self, model, tokenizer, search_config=None, buckets=None):
         super().__init__(name="convs2s_translator")
         self.model = model
         self.tokenizer = tokenizer
@@ -56,6 +61,12 @@ class TranslationModule(tf.Module):
         search_config = search_config or SearchConfig()
         self.search_config = search_config.validate(model.decoder.max_length)
         self.max_source_length = model.encoder.max_length
+        self.buckets = buckets
+        self._bucketed_search = (
+            BucketedSearch(model, self.search_config, buckets, self.folded_kernels)
+            if buckets is not None
+            else None
+        )
 
     # ------------------------------------------------------------- helpers
     def encode_text(self, text):
@@ -74,6 +85,8 @@ class TranslationModule(tf.Module):
         return pieces.to_tensor(default_value=PAD_ID)
 
     def _search(self, source, nbest=1, return_attention=False):
+        if self._bucketed_search is not None and not return_attention:
+            return self._bucketed_search(source, nbest)
         return beam_search(
             self.model,
             source,
@@ -166,8 +179,8 @@ class TokenIdsTranslationModule(TranslationModule):
     translate_nbest = None
     translate_with_attention = None
 
-    def __init__(self, model, search_config=None):
-        super().__init__(model, None, search_config)
+    def __init__(self, model, search_config=None, buckets=None):
+        super().__init__(model, None, search_config, buckets)
 
     def signatures(self):
         """The `translate_ids` signature alone."""

@@ -1,11 +1,13 @@
 """TF Serving warm-up requests: `assets.extra/tf_serving_warmup_requests` of a version.
 
 TF Serving replays these `PredictionLog` records when it loads a version, so the first
-client request does not pay for tracing and graph optimisation.
+client request does not pay for graph optimisation or an XLA compilation;
+`replay_warmup_requests` does the same for a SavedModel loaded in Python.
 """
 
 import collections
 import os
+import time
 
 import tensorflow as tf
 
@@ -52,3 +54,38 @@ def write_warmup_requests(version_dir, model_name, requests):
             )
             writer.write(log.SerializeToString())
     return path
+
+
+def read_warmup_requests(version_dir):
+    """The `WarmupRequest`s of `version_dir`'s warm-up file, in order ([] without one)."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = os.path.join(version_dir, ASSETS_EXTRA, WARMUP_FILE)
+    if not tf.io.gfile.exists(path):
+        return []
+    requests = []
+    for record in tf.data.TFRecordDataset(path):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {
+            name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()
+        }
+        requests.append(WarmupRequest(request.model_spec.signature_name, inputs))
+    return requests
+
+
+def replay_warmup_requests(loaded, version_dir):
+    """Runs `version_dir`'s warm-up requests on its loaded SavedModel, as TF Serving does
+    on load, so that every compiled bucket and graph is ready before the first request.
+
+    Args:
+        loaded: The SavedModel loaded from `version_dir` (`tf.saved_model.load`).
+        version_dir: Its directory.
+
+    Returns:
+        The seconds the requests took.
+    """
+    start = time.perf_counter()
+    for signature_name, inputs in read_warmup_requests(version_dir):
+        if signature_name in loaded.signatures:
+            loaded.signatures[signature_name](**inputs)
+    return time.perf_counter() - start

@@ -73,9 +73,10 @@ class InferenceModel:
             )
         return CheckpointTranslator(self.model, self.tokenizer, self.search_config)
 
-    def export(self, export_dir, exporter=None, model_name=None):
-        """Exports the model with `exporter` (default: `exporter_name`) to the next
-        version of `export_dir`; returns the version directory.
+    def export(self, export_dir, exporter=None, model_name=None, exporter_options=None):
+        """Exports the model with `exporter` (default: `exporter_name`), made with
+        `exporter_options` (e.g. `{"buckets": None}`), to the next version of
+        `export_dir`; returns the version directory.
 
         Raises:
             InferenceError: A text export of a run without a tokenizer.
@@ -86,7 +87,7 @@ class InferenceModel:
                 "This run has no SentencePiece model; give --sentencepiece_model to export "
                 "text signatures."
             )
-        return make_exporter(exporter).export(
+        return make_exporter(exporter, **(exporter_options or {})).export(
             self.model,
             export_dir,
             tokenizer=self.tokenizer,

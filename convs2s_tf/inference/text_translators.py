@@ -11,6 +11,7 @@ from convs2s_tf.export.translation_module import (
     TRANSLATE_SIGNATURE,
     TranslationModule,
 )
+from convs2s_tf.export.warmup import replay_warmup_requests
 from convs2s_tf.inference.translator import InferenceError, Translator, run_search
 
 
@@ -106,15 +107,20 @@ class SavedModelTranslator(TextFunctionsTranslator):
     """Translates with a text export (`make_exporter("text")`): its search is the one
     fixed at export time.
 
+    Loading replays the export's warm-up requests, as TF Serving does, so that no
+    translation waits for a graph optimisation or an XLA compilation.
+
     Args:
         path: The SavedModel (version) directory.
         loaded: The SavedModel already loaded from `path`, if it is.
+        warm_up: Replay the warm-up requests now (`warmup_seconds` says how long).
     """
 
-    def __init__(self, path, loaded=None):
+    def __init__(self, path, loaded=None, warm_up=True):
         import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of the export)
 
         loaded = loaded if loaded is not None else tf.saved_model.load(path)
+        self.warmup_seconds = replay_warmup_requests(loaded, path) if warm_up else 0.0
         signatures = loaded.signatures
         nbest = signatures[NBEST_SIGNATURE].structured_outputs["scores"].shape[-1]
         functions = {

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from convs2s_tf.export import SOURCE_DICT_ASSET, TARGET_DICT_ASSET
 from convs2s_tf.export.translation_module import IDS_SIGNATURE, IDS_SPEC
-from convs2s_tf.export.warmup import ASSETS_EXTRA
+from convs2s_tf.export.warmup import ASSETS_EXTRA, replay_warmup_requests
 from convs2s_tf.inference.translator import Translator, run_search
 from convs2s_tf.interop.fairseq_dictionary import Dictionary
 from convs2s_tf.vocabulary import PAD_ID
@@ -22,16 +22,20 @@ class TokenIdsTranslator(Translator):
     checkpoint translator does with the same run. The signature returns the best
     hypothesis alone and no attention.
 
+    Loading replays the export's warm-up requests, as TF Serving does.
+
     Args:
         path: The SavedModel (version) directory.
         loaded: The SavedModel already loaded from `path`, if it is.
+        warm_up: Replay the warm-up requests now (`warmup_seconds` says how long).
     """
 
     max_nbest = 1
     supports_attention = False
 
-    def __init__(self, path, loaded=None):
+    def __init__(self, path, loaded=None, warm_up=True):
         self._loaded = loaded if loaded is not None else tf.saved_model.load(path)
+        self.warmup_seconds = replay_warmup_requests(self._loaded, path) if warm_up else 0.0
         self._translate_ids = self._loaded.signatures[IDS_SIGNATURE]
         extra = os.path.join(path, ASSETS_EXTRA)
         self.source_dictionary = Dictionary.load(os.path.join(extra, SOURCE_DICT_ASSET))

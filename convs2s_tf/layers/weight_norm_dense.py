@@ -69,7 +69,12 @@ class WeightNormDense(keras.layers.Layer):
 
     def call(self, inputs):
         kernel = tf.cast(self.kernel, self.compute_dtype)
-        outputs = tf.tensordot(inputs, kernel, axes=1)
+        if inputs.shape.rank == 2:
+            # A plain product, so graph optimisation fuses the bias into it (a search
+            # step projects every hypothesis onto the vocabulary this way).
+            outputs = tf.matmul(inputs, kernel)
+        else:
+            outputs = tf.tensordot(inputs, kernel, axes=1)
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs

@@ -244,7 +244,8 @@ class ConvDecoder(ConvStack):
             return x
 
         x = self.run_blocks(self.input_projection(target_embedding), apply_block)
-        logits = self._logits(x, training=False)[:, 0, :]
+        # [batch, channels] from here on: the vocabulary projection is one fused product.
+        logits = self._logits(x[:, 0, :], training=False)
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
         else:

@@ -1,0 +1,185 @@
+"""Small batches searched by one XLA computation per fixed bucket, large ones in graph mode.
+
+At batch 1 a search step is a few hundred small operations; in graph mode the executor's
+cost per operation is most of the step. `BucketedSearch` runs the whole search loop of a
+small batch as one XLA computation instead: the batch is padded to the next of a few
+fixed sizes (`SearchBuckets.batch_sizes`) and the encoder output to a fixed source width
+(`SearchBuckets.source_length`), so each bucket compiles exactly once, and it compiles
+when the model loads if every bucket is warmed up (`warmup_batch_sizes`). The encoder
+runs in graph mode on the batch as it is, before the padding; padded rows start finished
+(they never prolong the loop) and padded source positions are masked, so a sentence's
+result does not depend on its bucket. Larger batches, longer sources and searches that
+keep their attention take `beam_search`'s graph path, whose oneDNN kernels and leaving
+of done sentences suit them better.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from convs2s_tf.decoding.beam_search import (
+    XLA_SOURCE_MULTIPLE,
+    beam_search,
+    checked_max_lengths,
+    n_best_of,
+    round_up,
+    search_loop,
+)
+from convs2s_tf.decoding.beam_state import initial_beam_state
+from convs2s_tf.decoding.search_config import SearchConfig
+from convs2s_tf.decoding.step_constants import StepConstants
+from convs2s_tf.layers import frozen_kernels
+
+__all__ = ["BucketedSearch", "SearchBuckets"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchBuckets:
+    """The fixed shapes small batches are searched in, one XLA compilation each.
+
+    Attributes:
+        batch_sizes: Increasing batch sizes; a batch of `n` sentences is padded to the
+            first one `>= n`. Batches above the last take the graph path.
+        source_length: Source tokens (`</s>` included) every compiled search is padded
+            to; longer sources take the graph path.
+    """
+
+    batch_sizes: tuple = (1, 2, 4, 8)
+    source_length: int = 64
+
+    def __post_init__(self):
+        sizes = tuple(int(size) for size in self.batch_sizes)
+        if not sizes or sizes[0] < 1 or list(sizes) != sorted(set(sizes)):
+            raise ValueError(f"batch_sizes must increase from >= 1, got {self.batch_sizes}.")
+        if self.source_length < 1:
+            raise ValueError(f"source_length must be >= 1, got {self.source_length}.")
+        object.__setattr__(self, "batch_sizes", sizes)
+
+    @property
+    def max_batch_size(self):
+        """The largest batch searched by a compiled bucket."""
+        return self.batch_sizes[-1]
+
+
+def _pad_rows_and_positions(tensor, rows, positions):
+    """`tensor` (`[batch, source, ...]`) zero-padded to `rows` rows and `positions`."""
+    shape = tf.shape(tensor)
+    paddings = [[0, rows - shape[0]], [0, positions - shape[1]]] + [[0, 0]] * (
+        tensor.shape.rank - 2
+    )
+    padded = tf.pad(tensor, paddings)
+    return tf.ensure_shape(padded, [rows, positions] + tensor.shape[2:].as_list())
+
+
+class BucketedSearch:
+    """A beam search whose small batches run as one XLA computation per bucket.
+
+    Built once per model and search (e.g. by a `TranslationModule`); `__call__` is used
+    inside a `tf.function`. Results equal `beam_search`'s.
+
+    Args:
+        model: A built `ConvS2S` (or `Ensemble`).
+        search_config: The `SearchConfig` (its `xla` applies to the graph path).
+        buckets: The `SearchBuckets`.
+        kernels: The model's folded kernels (`fold_kernels`), kept by the caller.
+    """
+
+    def __init__(self, model, search_config=None, buckets=None, kernels=None):
+        self.model = model
+        self.search_config = search_config or SearchConfig()
+        self.buckets = buckets or SearchBuckets()
+        self.kernels = kernels
+        config = self.search_config
+        decoder = model.decoder
+        # Fixed shapes: finished sentences stay in the batch.
+        self.constants = StepConstants(
+            beam_size=config.beam_size,
+            vocab_size=decoder.vocab_size,
+            min_length=config.min_length,
+            length_penalty=config.length_penalty,
+            unk_penalty=config.unk_penalty,
+            xla=True,
+        )
+        # The longest output any source of the bucket width can have, and the token
+        # histories' width (steps 0..max_length write columns 0..max_length).
+        longest = min(
+            int(config.max_len_a * self.buckets.source_length + config.max_len_b),
+            decoder.max_length - 1,
+        )
+        self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
+        self._compiled_loop = tf.function(self._search_loop, jit_compile=True)
+
+    def __call__(self, source, nbest=1):
+        """The `SearchOutput` of `source` (`[batch, source]` ids ending in `</s>`)."""
+        shape = tf.shape(source)
+        fits = tf.logical_and(
+            shape[0] <= self.buckets.max_batch_size, shape[1] <= self.buckets.source_length
+        )
+        return tf.cond(
+            fits, lambda: self._bucketed(source, nbest), lambda: self._graph(source, nbest)
+        )
+
+    def _graph(self, source, nbest):
+        config = self.search_config
+        return beam_search(
+            self.model,
+            source,
+            beam_size=config.beam_size,
+            max_len_a=config.max_len_a,
+            max_len_b=config.max_len_b,
+            min_length=config.min_length,
+            length_penalty=config.length_penalty,
+            unk_penalty=config.unk_penalty,
+            nbest=nbest,
+            xla=config.xla,
+            kernels=self.kernels,
+        )
+
+    def _bucketed(self, source, nbest):
+        config = self.search_config
+        batch = tf.shape(source)[0]
+        with frozen_kernels(self.model, self.kernels):
+            max_lengths = checked_max_lengths(
+                self.model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
+            )
+            encoder_output = self.model.encode(source, training=False)
+
+        def bucket_branch(rows):
+            def run():
+                padded = tf.nest.map_structure(
+                    lambda t: _pad_rows_and_positions(t, rows, self.buckets.source_length),
+                    encoder_output,
+                )
+                lengths = tf.ensure_shape(tf.pad(max_lengths, [[0, rows - batch]]), [rows])
+                finished = self._compiled_loop(padded, lengths, tf.range(rows) < batch)
+                return tf.nest.map_structure(lambda t: t[:batch], finished)
+
+            return run
+
+        sizes = tf.constant(self.buckets.batch_sizes)
+        index = tf.searchsorted(sizes, tf.reshape(batch, [1]))[0]
+        finished = tf.switch_case(index, [bucket_branch(rows) for rows in self.buckets.batch_sizes])
+        return n_best_of(finished, nbest)
+
+    def _search_loop(self, encoder_output, max_lengths, active):
+        """The search of one bucket (the XLA computation): its finished hypotheses."""
+        constants = self.constants
+        rows = max_lengths.shape[0]
+        with frozen_kernels(self.model, self.kernels):
+            state = initial_beam_state(
+                constants.beam_size,
+                encoder_output=encoder_output,
+                max_lengths=max_lengths,
+                cache=self.model.decoder.initial_state(rows * constants.beam_size),
+                width=self.history_width,
+                source_length=self.buckets.source_length,
+            )
+            # Padded rows start done: the loop never waits for them.
+            state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
+            max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
+            state = search_loop(self.model.decoder, constants, state, max_steps, compile_step=False)
+        return state.finished
+
+    def warmup_batch_sizes(self):
+        """One batch size per bucket: what warm-up requests must cover."""
+        return list(self.buckets.batch_sizes)
