@@ -8,8 +8,9 @@
 Reads one sentence per line (stdin or --input) and writes one translation per line
 (stdout or --output); with --nbest > 1, `index ||| translation ||| score` lines. A
 progress bar is shown when writing to a file. Lines of similar length are translated
-together (sorted within windows of 16 batches, as fairseq sorts its buffer) and written
-in input order; a translation does not depend on the lines batched with it. Lines end
+together (sorted within windows of 16 batches, as fairseq sorts its buffer; two batches
+at a time) and written in input order; a translation does not depend on the lines
+batched with it. Lines end
 at "\\n" only (a trailing "\\r" is dropped), so a U+2028 or form feed inside a sentence
 never shifts the output against the input; invalid UTF-8 becomes U+FFFD.
 """
@@ -20,7 +21,7 @@ import sys
 from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines, split_lines
-from convs2s_tf.inference.translator import length_sorted_batches
+from convs2s_tf.inference.batching import length_sorted_batches, map_in_flight
 from pipelines import cli
 from pipelines import flags as pipeline_flags
 from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
@@ -80,14 +81,21 @@ def main(argv):
 
 def _translate_window(translator, window, start, progress):
     """The n-best lists of the lines `window` (starting at line `start`), in their order,
-    translated in batches of similar length; attention heatmaps written if asked."""
+    translated in batches of similar length, two at a time; attention heatmaps written
+    if asked."""
+
+    def translate_batch(indices):
+        batch = [window[index] for index in indices]
+        attention = _attention(translator, batch) if FLAGS.attention_dir else None
+        return _translate(translator, batch), attention
+
     results = [None] * len(window)
     done = start
-    for indices in length_sorted_batches(window, FLAGS.batch_size):
-        batch = [window[index] for index in indices]
-        if FLAGS.attention_dir:
-            _write_attention(translator, batch, [start + index for index in indices])
-        for index, hypotheses in zip(indices, _translate(translator, batch)):
+    batches = length_sorted_batches(window, FLAGS.batch_size)
+    for indices, (nbest_lists, attention) in zip(batches, map_in_flight(translate_batch, batches)):
+        if attention is not None:
+            _write_attention(attention, [start + index for index in indices])
+        for index, hypotheses in zip(indices, nbest_lists):
             results[index] = hypotheses
         done += len(indices)
         if progress is not None:
@@ -110,11 +118,15 @@ def _translate(translator, batch):
         return translator.translate(batch, nbest=FLAGS.nbest)
 
 
-def _write_attention(translator, batch, line_numbers):
+def _attention(translator, batch):
+    with usage_errors():
+        return translator.translate_with_attention(batch)
+
+
+def _write_attention(results, line_numbers):
+    # Plotted here, in the main thread: matplotlib is not thread-safe.
     from convs2s_tf.visualization import attention_heatmap_png
 
-    with usage_errors():
-        results = translator.translate_with_attention(batch)
     for line_number, result in zip(line_numbers, results):
         png = attention_heatmap_png(
             result["attention"], result["source_pieces"], result["target_pieces"]

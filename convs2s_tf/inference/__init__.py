@@ -2,6 +2,8 @@
 export, and the factories that build translators and exports from a run or an export.
 
 * `translator`: the `Translator` interface, `BATCH_SIZE` and the errors;
+* `batching`: length-sorted batches, and batches translated two at a time
+  (`Translator.translate_all`, `pipelines.translate`);
 * `text_translators`: `CheckpointTranslator` and `SavedModelTranslator` (text in and out);
 * `token_ids_translator`: `TokenIdsTranslator` (space-separated tokens in and out);
 * `factory`: `open_translator`, `open_saved_model`, `load_inference_model` (a run, or an

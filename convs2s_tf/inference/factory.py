@@ -161,12 +161,16 @@ def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, s
     )
 
 
-def open_saved_model(path):
+def open_saved_model(path, warm_up=True):
     """The translator of an export: `SavedModelTranslator` for a text export,
     `TokenIdsTranslator` for a token-ids one.
 
     Args:
         path: A version directory, or an export base directory (its newest version).
+        warm_up: Replay the export's warm-up requests while loading, as TF Serving does
+            (every compiled bucket ready before the first translation); False: each
+            bucket compiles when a batch first needs it, so a caller that translates a
+            few batches compiles only the buckets they use.
 
     Raises:
         FileNotFoundError: `path` holds no SavedModel.
@@ -182,9 +186,9 @@ def open_saved_model(path):
 
     loaded = tf.saved_model.load(version_dir)
     if TRANSLATE_SIGNATURE in loaded.signatures:
-        return SavedModelTranslator(version_dir, loaded)
+        return SavedModelTranslator(version_dir, loaded, warm_up=warm_up)
     if IDS_SIGNATURE in loaded.signatures:
-        return TokenIdsTranslator(version_dir, loaded)
+        return TokenIdsTranslator(version_dir, loaded, warm_up=warm_up)
     raise InferenceError(
         f"The SavedModel {version_dir} has neither a {TRANSLATE_SIGNATURE} nor a "
         f"{IDS_SIGNATURE} signature: it is not a translation export."
@@ -198,6 +202,7 @@ def open_translator(
     checkpoint=None,
     sentencepiece_model=None,
     search_config=None,
+    warm_up=True,
 ):
     """The `Translator` of an export, or of a run's checkpoint.
 
@@ -208,13 +213,15 @@ def open_translator(
         checkpoint: The run's checkpoint to use (default: best, else latest).
         sentencepiece_model: See `load_inference_model`.
         search_config: The search of a checkpoint (default: `SearchConfig()`).
+        warm_up: Whether an export replays its warm-up requests (see
+            `open_saved_model`); a checkpoint's search has nothing to compile ahead.
 
     Raises:
         InferenceError: Neither `saved_model` nor `model_dir`, or see
             `load_inference_model`, `InferenceModel.translator` and `open_saved_model`.
     """
     if saved_model:
-        return open_saved_model(saved_model)
+        return open_saved_model(saved_model, warm_up=warm_up)
     if not model_dir:
         raise InferenceError("Give an export (saved_model) or a run directory (model_dir).")
     loaded = load_inference_model(model_dir, checkpoint, sentencepiece_model, search_config)

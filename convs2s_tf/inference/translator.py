@@ -6,33 +6,10 @@ import abc
 import tensorflow as tf
 
 from convs2s_tf.decoding import MIN_LENGTH_ERROR
+from convs2s_tf.inference.batching import length_sorted_batches, map_in_flight
 
 # Sentences per batch of `translate_all` (and the pipelines' default --batch_size).
 BATCH_SIZE = 64
-
-
-def length_sorted_batches(texts, batch_size):
-    """Batches of indices into `texts`, `batch_size` at most, longest texts first.
-
-    Sentences of similar length share a batch, as in fairseq: less padding, and a
-    batch's search ends with its longest sentence rather than the corpus'. A sentence's
-    translation does not depend on its batch-mates, so only the speed changes.
-
-    Args:
-        texts: The texts (strings); their length in characters orders them (ties keep
-            their order).
-        batch_size: Most indices per batch (>= 1).
-
-    Returns:
-        A list of lists of indices; together they cover `range(len(texts))` once.
-
-    >>> length_sorted_batches(["a b", "a b c d", "", "a"], 3)
-    [[1, 0, 3], [2]]
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-    order = sorted(range(len(texts)), key=lambda index: -len(texts[index]))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 class InferenceError(ValueError):
@@ -122,7 +99,7 @@ class Translator(abc.ABC):
         texts = list(texts)
         return self._translate(texts, nbest) if texts else []
 
-    def translate_all(self, texts, batch_size=BATCH_SIZE, sort_by_length=True):
+    def translate_all(self, texts, batch_size=BATCH_SIZE, sort_by_length=True, in_flight=None):
         """The best translation of every text, in the order of `texts`.
 
         Args:
@@ -131,6 +108,8 @@ class Translator(abc.ABC):
             sort_by_length: Batch texts of similar length together
                 (`length_sorted_batches`), which is faster and gives the same
                 translations; False: `batch_size` consecutive texts at a time.
+            in_flight: Batches translated at once (default `IN_FLIGHT_BATCHES`; see
+                `map_in_flight`).
         """
         texts = list(texts)
         if sort_by_length:
@@ -140,9 +119,12 @@ class Translator(abc.ABC):
                 list(range(start, min(start + batch_size, len(texts))))
                 for start in range(0, len(texts), batch_size)
             ]
+
+        def translate_batch(indices):
+            return self.translate([texts[index] for index in indices])
+
         translations = [None] * len(texts)
-        for indices in batches:
-            hypotheses = self.translate([texts[index] for index in indices])
+        for indices, hypotheses in zip(batches, map_in_flight(translate_batch, batches, in_flight)):
             for index, nbest in zip(indices, hypotheses):
                 translations[index] = nbest[0][0]
         return translations

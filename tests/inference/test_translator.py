@@ -1,8 +1,7 @@
-"""The `Translator` interface's batching: length-sorted batches, input order restored."""
+"""`Translator.translate_all`: length-sorted batches, input order restored."""
 
-import pytest
-
-from convs2s_tf.inference.translator import Translator, length_sorted_batches
+from convs2s_tf.inference.batching import length_sorted_batches
+from convs2s_tf.inference.translator import Translator
 
 TEXTS = ["a b c", "", "a b c d e f g", "a", "a b c d", "a b", "x y z", "a b c d e"]
 
@@ -20,32 +19,19 @@ class RecordingTranslator(Translator):
         return [[(text.upper(), -float(len(text)))] for text in texts]
 
 
-def test_length_sorted_batches_cover_every_index_once_longest_first():
-    batches = length_sorted_batches(TEXTS, 3)
-    assert [len(batch) for batch in batches] == [3, 3, 2]
-    order = [index for batch in batches for index in batch]
-    assert sorted(order) == list(range(len(TEXTS)))
-    lengths = [len(TEXTS[index]) for index in order]
-    assert lengths == sorted(lengths, reverse=True)
-    # Equal lengths ("a b c", "x y z") keep their input order.
-    assert order.index(0) < order.index(6)
-    assert length_sorted_batches([], 4) == []
-    with pytest.raises(ValueError, match="batch_size"):
-        length_sorted_batches(TEXTS, 0)
-
-
 def test_translate_all_restores_the_input_order_after_sorting():
-    translator = RecordingTranslator()
-    translations = translator.translate_all(TEXTS, batch_size=3)
-    assert translations == [text.upper() for text in TEXTS]
-    assert translator.batches == [
-        [TEXTS[index] for index in batch] for batch in length_sorted_batches(TEXTS, 3)
-    ]
+    for in_flight in (1, 2, 3):
+        translator = RecordingTranslator()
+        translations = translator.translate_all(TEXTS, batch_size=3, in_flight=in_flight)
+        assert translations == [text.upper() for text in TEXTS]
+        expected = [[TEXTS[index] for index in batch] for batch in length_sorted_batches(TEXTS, 3)]
+        # Batches in flight may start in any order; each is one of the sorted batches.
+        assert sorted(translator.batches) == sorted(expected)
 
 
 def test_translate_all_unsorted_translates_consecutive_batches():
     translator = RecordingTranslator()
-    translations = translator.translate_all(TEXTS, batch_size=3, sort_by_length=False)
+    translations = translator.translate_all(TEXTS, batch_size=3, sort_by_length=False, in_flight=1)
     assert translations == [text.upper() for text in TEXTS]
     assert translator.batches == [TEXTS[0:3], TEXTS[3:6], TEXTS[6:8]]
     assert translator.translate_all([]) == []

@@ -1,0 +1,19 @@
+"""Opening translators: an export's warm-up requests replayed at load only when asked."""
+
+from convs2s_tf.inference import factory, open_translator, text_translators
+
+
+def test_an_export_replays_its_warm_up_requests_only_when_asked(exported, monkeypatch):
+    replayed = []
+
+    def replay(loaded, version_dir):
+        replayed.append(version_dir)
+        return 0.0
+
+    monkeypatch.setattr(text_translators, "replay_warmup_requests", replay)
+    cold = open_translator(saved_model=str(exported), warm_up=False)
+    assert replayed == []
+    warm = factory.open_saved_model(str(exported))
+    assert replayed == [str(exported / "1")]
+    texts = ["A dog runs.", "Two men talk in the street."]
+    assert cold.translate(texts) == warm.translate(texts)
