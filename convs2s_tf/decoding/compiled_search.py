@@ -44,7 +44,7 @@ class SearchBuckets:
             to; longer sources take the graph path.
     """
 
-    batch_sizes: tuple = (1, 2, 4, 8)
+    batch_sizes: tuple = (1, 2, 4)
     source_length: int = 64
 
     def __post_init__(self):
