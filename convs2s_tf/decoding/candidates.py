@@ -116,15 +116,22 @@ def candidates(constants, logits, step, max_lengths):
         eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
         return top_logits, top_ids, _log_normaliser(logits, row_max), eos_logit
 
-    found = search(logits)
-    # A NaN log-probability counts as -inf, as in fairseq. A row holding one has a NaN
-    # normaliser, so the rare step that has one is searched again without them (rather
-    # than every step paying two passes over the logits for it).
-    found = tf.cond(
-        tf.reduce_any(tf.math.is_nan(found[2])),
-        lambda: search(tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)),
-        lambda: found,
-    )
+    def without_nan(logits):
+        return tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)
+
+    # A NaN log-probability counts as -inf, as in fairseq. XLA fuses the replacement into
+    # the passes that read the logits; in graph mode it would be two passes of its own,
+    # so there a row holding a NaN, which has a NaN normaliser, has the rare step that
+    # has one searched again without them.
+    if constants.xla:
+        found = search(without_nan(logits))
+    else:
+        found = search(logits)
+        found = tf.cond(
+            tf.reduce_any(tf.math.is_nan(found[2])),
+            lambda: search(without_nan(logits)),
+            lambda: found,
+        )
     top_logits, top_ids, normaliser, eos_logit = found
     force_eos = step >= tf.repeat(max_lengths, constants.beam_size)
     rows = tf.shape(logits)[0]

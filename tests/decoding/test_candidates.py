@@ -70,10 +70,12 @@ def test_a_hypothesis_at_its_maximum_length_may_only_end():
     assert np.all(np.isfinite(log_probs[2:]))
 
 
-def test_nan_logits_count_as_minus_infinity():
+@pytest.mark.parametrize("xla", [False, True])
+def test_nan_logits_count_as_minus_infinity(xla):
     logits = LOGITS.copy()
     logits[0, 4] = np.nan  # token 4 was row 0's best
-    log_probs, ids = run_candidates(logits, step=1, max_lengths=[5, 5])
+    # (A compiled step replaces NaNs at once; graph mode searches again when one shows.)
+    log_probs, ids = run_candidates(logits, step=1, max_lengths=[5, 5], xla=xla)
     assert 4 not in ids[0] and ids[0, 0] == UNK_ID
     # The normaliser leaves the NaN out as exp(-inf) = 0.
     expected = logits[0, UNK_ID] - log_normaliser(np.where(np.isnan(logits[0]), NEG_INF, logits[0]))
