@@ -13,10 +13,10 @@ breakdown comes from the differences between runs that stop earlier:
   (the first translation traces the search and optimises its graph).
 
 Then, in one process, the same phases timed from inside (import, load, first
-translation, a second one, the whole --source), which splits the first translation's
-cost from the search itself. With --reference_seconds (fairseq-interactive on the same
-model and lines, from `benchmarks.compare_fairseq`), the ratio to it. The last line is
-JSON.
+translation, a second one, the whole --source, with the command's threads and batches
+in flight), which splits the first translation's cost from the search itself. With
+--reference_seconds (fairseq-interactive on the same model and lines, from
+`benchmarks.compare_fairseq`), the ratio to it. The last line is JSON.
 """
 
 import json
@@ -54,6 +54,7 @@ start = time.perf_counter()
 import pipelines.translate
 from convs2s_tf.inference import open_translator
 imported = time.perf_counter()
+in_flight = pipelines.translate.search_one_batch_per_core()  # as the command does
 translator = open_translator(model_dir=sys.argv[1])
 loaded = time.perf_counter()
 with open(sys.argv[2], encoding="utf-8") as f:
@@ -62,7 +63,7 @@ translator.translate(lines[:1])
 first = time.perf_counter()
 translator.translate(lines[1:2])
 second = time.perf_counter()
-translator.translate_all(lines)
+translator.translate_all(lines, in_flight=in_flight)
 done = time.perf_counter()
 print(json.dumps({
     "import": imported - start, "load": loaded - imported, "first_translation": first - loaded,

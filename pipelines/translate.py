@@ -8,11 +8,11 @@
 Reads one sentence per line (stdin or --input) and writes one translation per line
 (stdout or --output); with --nbest > 1, `index ||| translation ||| score` lines. A
 progress bar is shown when writing to a file. Lines of similar length are translated
-together (sorted within windows of 16 batches, as fairseq sorts its buffer; two batches
-at a time) and written in input order; a translation does not depend on the lines
-batched with it. Lines end
-at "\\n" only (a trailing "\\r" is dropped), so a U+2028 or form feed inside a sentence
-never shifts the output against the input; invalid UTF-8 becomes U+FFFD.
+together (sorted within windows of 16 batches, as fairseq sorts its buffer; one batch
+per core at a time, plus one) and written in input order; a translation does not depend
+on the lines batched with it. Lines end at "\\n" only (a trailing "\\r" is dropped), so
+a U+2028 or form feed inside a sentence never shifts the output against the input;
+invalid UTF-8 becomes U+FFFD.
 """
 
 import os
@@ -21,7 +21,11 @@ import sys
 from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines, split_lines
-from convs2s_tf.inference.batching import length_sorted_batches, map_in_flight
+from convs2s_tf.inference.batching import (
+    IN_FLIGHT_BATCHES,
+    length_sorted_batches,
+    map_in_flight,
+)
 from pipelines import cli
 from pipelines import flags as pipeline_flags
 from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
@@ -56,6 +60,7 @@ def main(argv):
     # Checked before the model loads, which takes seconds.
     if FLAGS.input and not os.path.isfile(FLAGS.input):
         raise app.UsageError(f"--input file {FLAGS.input} does not exist.")
+    in_flight = search_one_batch_per_core()
     translator = translator_from_flags(search_config, FLAGS.nbest, bool(FLAGS.attention_dir))
     lines = _read_lines(FLAGS.input)
     output = open(FLAGS.output, "w", encoding="utf-8") if FLAGS.output else sys.stdout
@@ -70,7 +75,7 @@ def main(argv):
     try:
         for start in range(0, len(lines), window_size):
             window = lines[start : start + window_size]
-            results = _translate_window(translator, window, start, progress)
+            results = _translate_window(translator, window, start, progress, in_flight)
             for offset, hypotheses in enumerate(results):
                 _write_hypotheses(output, start + offset, hypotheses)
     finally:
@@ -79,10 +84,10 @@ def main(argv):
     return 0
 
 
-def _translate_window(translator, window, start, progress):
+def _translate_window(translator, window, start, progress, in_flight):
     """The n-best lists of the lines `window` (starting at line `start`), in their order,
-    translated in batches of similar length, two at a time; attention heatmaps written
-    if asked."""
+    translated in batches of similar length, `in_flight` at a time; attention heatmaps
+    written if asked."""
 
     def translate_batch(indices):
         batch = [window[index] for index in indices]
@@ -92,7 +97,8 @@ def _translate_window(translator, window, start, progress):
     results = [None] * len(window)
     done = start
     batches = length_sorted_batches(window, FLAGS.batch_size)
-    for indices, (nbest_lists, attention) in zip(batches, map_in_flight(translate_batch, batches)):
+    translated = map_in_flight(translate_batch, batches, in_flight)
+    for indices, (nbest_lists, attention) in zip(batches, translated):
         if attention is not None:
             _write_attention(attention, [start + index for index in indices])
         for index, hypotheses in zip(indices, nbest_lists):
@@ -101,6 +107,25 @@ def _translate_window(translator, window, start, progress):
         if progress is not None:
             progress.update(done)
     return results
+
+
+def search_one_batch_per_core():
+    """Gives each batch's search one core (TensorFlow's intra-op threads) and returns
+    how many batches to search at once: one per core, plus one whose strings are being
+    prepared or decoded meanwhile.
+
+    A search step is a chain of small operations: spread over several cores, one batch
+    mostly waits for them to synchronise. On a 2-core machine the 1,000 test lines took
+    3.5 s with two batches on both cores each, 2.9 s with three on one core each.
+    """
+    import tensorflow as tf
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already runs (main called in-process): as it is.
+        return IN_FLIGHT_BATCHES
+    return (cores or 1) + 1
 
 
 def _write_hypotheses(output, line_number, hypotheses):

@@ -68,3 +68,22 @@ def test_import_tensorflow_falls_back_when_tensorflow_needs_a_hidden_module():
         "print(json.dumps([total, sys.modules['numpy'] is not None]))\n"
     )
     assert loaded == [3, True]
+
+
+def test_each_batch_searches_on_one_core_unless_tensorflow_already_runs():
+    code = (
+        "import json, os\n"
+        "import tensorflow as tf\n"
+        "from pipelines import translate\n"
+        "if RUNNING:\n"
+        "    tf.constant(1.0) + 1.0  # TensorFlow's runtime starts\n"
+        "in_flight = translate.search_one_batch_per_core()\n"
+        "threads = tf.config.threading.get_intra_op_parallelism_threads()\n"
+        "cores = len(os.sched_getaffinity(0))\n"
+        "print(json.dumps([in_flight, cores, threads, translate.IN_FLIGHT_BATCHES]))\n"
+    )
+    in_flight, cores, threads, default = _imported_after("RUNNING = False\n" + code)
+    assert (in_flight, threads) == (cores + 1, 1)
+    # Too late to change: the threads stay TensorFlow's default (0: one per core).
+    in_flight, cores, threads, default = _imported_after("RUNNING = True\n" + code)
+    assert (in_flight, threads) == (default, 0)
