@@ -32,6 +32,7 @@ PIPELINES = (
     "serve",
     "client",
     "average_checkpoints",
+    "export_fairseq",
 )
 # A help line naming a flag: "  --name: ...", "  --[no]name: ...", "  -v,--verbosity: ...".
 _HELP_FLAG = re.compile(r"^  (?:-\w,)?--(?:\[no\])?(\w+):", re.MULTILINE)
@@ -92,6 +93,9 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         "serve": {"model_base_path", "model_name", "host", "port", "max_workers"},
         "client": {"server", "model_name", "signature_name", "timeout"},
         "average_checkpoints": _shared(g.RUN, g.AVERAGE, also=["output_dir"]),
+        "export_fairseq": _shared(
+            g.RUN, g.CHECKPOINT, also=["output_dir", "source_lang", "target_lang"]
+        ),
     }
     results = _run_all({name: (name, ["--help"]) for name in PIPELINES})
     for name, result in results.items():
@@ -169,6 +173,10 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
             "average_checkpoints",
             (with_config, f"--model_dir={tiny_run}", "--last=5", f"--output_dir={missing}"),
         ): "holds 1 checkpoints, fewer than the 5 asked for",
+        (
+            "export_fairseq",
+            (with_config, f"--model_dir={missing}", f"--output_dir={tmp_path / 'fairseq'}"),
+        ): f"{missing}/config.json does not exist",
     }
     results = _run_all({key: key for key in cases})
     for (name, arguments), words in cases.items():
