@@ -17,26 +17,14 @@ import os
 
 import numpy as np
 import pytest
+from helpers.parity import require_fairseq
 
-try:
-    import torch
-    from fairseq.sequence_generator import SequenceGenerator
-except ImportError as error:  # pragma: no cover (depends on the environment)
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        raise ImportError(
-            "The fairseq parity tests must run in CI, but fairseq/torch cannot be imported "
-            f"({error}); scripts/run_tests.sh installs them (torch==2.13.0, then "
-            "-e .[test,parity])."
-        ) from error
-    pytest.skip(
-        f"fairseq parity tests skipped: fairseq/torch not importable ({error}). Install "
-        "them as scripts/run_tests.sh does: `pip install torch==2.13.0`, then `pip install "
-        "cython` and `pip install --no-build-isolation -e '.[test,parity]'`.",
-        allow_module_level=True,
-    )
+require_fairseq()
 
 import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
 from conftest import run_python  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from helpers import fairseq_models  # noqa: E402
 
 from convs2s_tf.decoding import SearchConfig, beam_search  # noqa: E402

@@ -3,21 +3,16 @@
 Needs the `parity` extra; skipped without it, except under CI (CI=true).
 """
 
-import os
-
 import numpy as np
 import pytest
+from helpers.parity import require_fairseq
 
-try:
-    import torch
-    from fairseq.optim.nag import NAG
-except ImportError as error:  # pragma: no cover (depends on the environment)
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        raise
-    pytest.skip(f"fairseq/torch not importable ({error})", allow_module_level=True)
+require_fairseq()
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
+from fairseq.optim.nag import NAG  # noqa: E402
 
 from convs2s_tf.training.fused_sgd import FusedSGD  # noqa: E402
 
