@@ -23,6 +23,7 @@ from convs2s_tf.decoding.beam_search import (
     checked_max_lengths,
     n_best_of,
     round_up,
+    search_kwargs,
     search_loop,
 )
 from convs2s_tf.decoding.beam_state import initial_beam_state
@@ -120,19 +121,12 @@ class BucketedSearch:
         )
 
     def _graph(self, source, nbest):
-        config = self.search_config
         return beam_search(
             self.model,
             source,
-            beam_size=config.beam_size,
-            max_len_a=config.max_len_a,
-            max_len_b=config.max_len_b,
-            min_length=config.min_length,
-            length_penalty=config.length_penalty,
-            unk_penalty=config.unk_penalty,
             nbest=nbest,
-            xla=config.xla,
             kernels=self.kernels,
+            **search_kwargs(self.search_config),
         )
 
     def _bucketed(self, source, nbest):
