@@ -29,6 +29,8 @@ import time
 
 from absl import app, flags
 
+from benchmarks.fresh_saved_model import request_milliseconds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_string("saved_model", None, "Measure this export instead of a new one.")
@@ -51,15 +53,8 @@ def _load(path):
 
 
 def _latency(translator, sentences):
-    def one_at_a_time():
-        times = []
-        for sentence in sentences:
-            start = time.perf_counter()
-            translator.translate([sentence])
-            times.append(1000.0 * (time.perf_counter() - start))
-        return times
-
-    first, warm = one_at_a_time(), one_at_a_time()
+    first = request_milliseconds(translator, sentences)
+    warm = request_milliseconds(translator, sentences)
     return {
         "first_request_ms": round(first[0], 2),
         "batch1_mean_ms": round(sum(first) / len(first), 2),

@@ -37,7 +37,7 @@ def _lines(path):
         return f.read().split("\n")[:-1]
 
 
-def _request_milliseconds(translator, sentences):
+def request_milliseconds(translator, sentences):
     """Per-request latency of sending `sentences` one at a time, in ms."""
     times = []
     for sentence in sentences:
@@ -67,8 +67,8 @@ def main(argv):
     imported = time.perf_counter()
     translator = Translator.from_saved_model(FLAGS.saved_model)
     loaded = time.perf_counter()
-    first = _request_milliseconds(translator, _lines(FLAGS.latency_input))
-    warm = _request_milliseconds(translator, _lines(FLAGS.latency_input))
+    first = request_milliseconds(translator, _lines(FLAGS.latency_input))
+    warm = request_milliseconds(translator, _lines(FLAGS.latency_input))
     sentences = _lines(FLAGS.throughput_input)
     start = time.perf_counter()
     translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
