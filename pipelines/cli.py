@@ -35,6 +35,7 @@ def user_errors():
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError
     from convs2s_tf.interop.vocabulary_tokenizer import VocabularyError
     from convs2s_tf.runs import CheckpointError
+    from convs2s_tf.shortlist.shortlist import ShortlistError
     from convs2s_tf.training import TrainingDivergedError
 
     return (
@@ -52,6 +53,7 @@ def user_errors():
         DictionaryError,
         FairseqImportError,
         VocabularyError,
+        ShortlistError,
         TrainingDivergedError,
     )
 

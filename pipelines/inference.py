@@ -22,13 +22,28 @@ def search_config_from_flags(*, with_nbest=True):
 @contextlib.contextmanager
 def usage_errors():
     """Reports the library's `InferenceError`s (a search a sentence or model cannot meet,
-    a request a translator cannot serve, a run without a tokenizer) as usage errors."""
+    a request a translator cannot serve, a run without a tokenizer, an unusable
+    shortlist) as usage errors."""
     from convs2s_tf.inference import InferenceError
+    from convs2s_tf.shortlist import ShortlistError
 
     try:
         yield
-    except InferenceError as error:
+    except (InferenceError, ShortlistError) as error:
         raise app.UsageError(str(error)) from error
+
+
+def shortlist_from_flags():
+    """The shortlist file --shortlist and --shortlist_file ask for, or None."""
+    if FLAGS.shortlist_file:
+        return FLAGS.shortlist_file
+    if not FLAGS.shortlist:
+        return None
+    from convs2s_tf.inference.ensembles import split_paths
+    from convs2s_tf.shortlist import shortlist_path
+
+    # An ensemble decodes against its first run's shortlist (they share vocabularies).
+    return shortlist_path(split_paths(FLAGS.model_dir)[0])
 
 
 def translator_from_flags(search_config, nbest=1, attention=False):
@@ -52,6 +67,7 @@ def translator_from_flags(search_config, nbest=1, attention=False):
             # batch first needs one (translating a file in batches of 64 needs none),
             # rather than all of them at load (7 s for the default export here).
             warm_up=False,
+            shortlist=None if FLAGS.saved_model else shortlist_from_flags(),
         )
         translator.check_request(nbest=nbest, attention=attention)
     return translator
@@ -64,7 +80,11 @@ def inference_model_from_flags(search_config):
 
     with usage_errors():
         return load_inference_model(
-            FLAGS.model_dir, FLAGS.checkpoint, FLAGS.sentencepiece_model, search_config
+            FLAGS.model_dir,
+            FLAGS.checkpoint,
+            FLAGS.sentencepiece_model,
+            search_config,
+            shortlist=shortlist_from_flags(),
         )
 
 
@@ -73,7 +93,7 @@ def _check_saved_model_flags():
 
     fixed = [
         f"--{name}"
-        for name in pipeline_flags.SEARCH_FLAG_FIELDS
+        for name in [*pipeline_flags.SEARCH_FLAG_FIELDS, "shortlist", "shortlist_file"]
         if name != "nbest" and FLAGS[name].present
     ]
     if fixed:

@@ -41,7 +41,7 @@ from convs2s_tf.decoding.search_step import (
     record_attention,
     search_step_function,
 )
-from convs2s_tf.decoding.step_constants import StepConstants
+from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -110,6 +110,7 @@ def beam_search(
     return_attention=False,
     xla=SearchConfig.xla,
     kernels=None,
+    shortlist=None,
 ):
     """Translates `source` with beam search (greedy when `beam_size == 1`).
 
@@ -134,6 +135,8 @@ def beam_search(
             once per batch size and source bucket rather than at every step.
         kernels: The model's weight-normalised kernels from `fold_kernels`, when the
             caller keeps them (otherwise they are computed once per call).
+        shortlist: A `ShortlistTable`: the batch is decoded against its candidate set
+            (the log-softmax normalises over that set); None: the whole vocabulary.
 
     Returns:
         A `SearchOutput`.
@@ -155,7 +158,11 @@ def beam_search(
         # Steps 0..max_length: the last may only end a hypothesis.
         max_steps = tf.reduce_max(max_lengths) + 1
         state = _initial_state(model, constants, source, max_lengths, max_steps)
-        state = search_loop(model.decoder, constants, state, max_steps)
+        # A compiled step compiles once per number of columns: rounded to few shapes.
+        vocabulary = output_vocabulary(
+            model.decoder, shortlist, source, constants, multiple=256 if xla else None
+        )
+        state = search_loop(model.decoder, constants, state, max_steps, vocabulary=vocabulary)
         return n_best(state, nbest, tf.shape(source)[1], return_attention)
 
 
@@ -193,7 +200,7 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
     )
 
 
-def search_loop(decoder, constants, state, max_steps, compile_step=None):
+def search_loop(decoder, constants, state, max_steps, compile_step=None, vocabulary=None):
     """Steps from `state` until every sentence is done or `max_steps` steps are taken.
 
     Args:
@@ -203,11 +210,12 @@ def search_loop(decoder, constants, state, max_steps, compile_step=None):
         max_steps: Scalar int32, the most steps taken.
         compile_step: XLA-compile each step on its own (default `constants.xla`); False
             when the whole loop is compiled.
+        vocabulary: The `OutputVocabulary` of a shortlist, or None.
 
     Returns:
         The `BeamState` after the last step.
     """
-    step = search_step_function(decoder, constants, compile_step)
+    step = search_step_function(decoder, constants, compile_step, vocabulary)
 
     def searching(state):
         return tf.logical_and(

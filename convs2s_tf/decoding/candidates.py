@@ -54,8 +54,13 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     """`top_k_with_special_bias` and each row's maximum of the unbiased `logits`
     (`[rows, 1]`), taken from the chunk maxima the top-k computes anyway."""
     vocab_size = logits.shape[-1]
-    chunk = chunk or _chunk_size(vocab_size, k)
     num_special = special_bias.shape[0]
+    if vocab_size is None:
+        # A shortlist's columns, known only when the search runs: one plain top-k.
+        bias = tf.pad(special_bias, [[0, tf.shape(logits)[-1] - num_special]])
+        values, ids = tf.math.top_k(logits + bias, k=k)
+        return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
+    chunk = chunk or _chunk_size(vocab_size, k)
     if num_special > chunk:
         raise ValueError(f"The bias covers {num_special} columns, more than a chunk ({chunk}).")
     num_chunks = -(-vocab_size // chunk)

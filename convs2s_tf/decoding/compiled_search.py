@@ -28,7 +28,7 @@ from convs2s_tf.decoding.beam_search import (
 )
 from convs2s_tf.decoding.beam_state import initial_beam_state
 from convs2s_tf.decoding.search_config import SearchConfig
-from convs2s_tf.decoding.step_constants import StepConstants
+from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
 
 __all__ = ["BucketedSearch", "SearchBuckets"]
@@ -83,10 +83,14 @@ class BucketedSearch:
         search_config: The `SearchConfig` (its `xla` applies to the graph path).
         buckets: The `SearchBuckets`.
         kernels: The model's folded kernels (`fold_kernels`), kept by the caller.
+        shortlist: A `ShortlistTable` every batch is decoded against, or None. A bucket
+            pads its set to the most ids its sources could bring (`capacity`), so the
+            compiled shapes stay fixed.
     """
 
-    def __init__(self, model, search_config=None, buckets=None, kernels=None):
+    def __init__(self, model, search_config=None, buckets=None, kernels=None, shortlist=None):
         self.model = model
+        self.shortlist = shortlist
         self.search_config = search_config or SearchConfig()
         self.buckets = buckets or SearchBuckets()
         self.kernels = kernels
@@ -126,6 +130,7 @@ class BucketedSearch:
             source,
             nbest=nbest,
             kernels=self.kernels,
+            shortlist=self.shortlist,
             **search_kwargs(self.search_config),
         )
 
@@ -140,12 +145,19 @@ class BucketedSearch:
 
         def bucket_branch(rows):
             def run():
+                vocabulary = None
+                if self.shortlist is not None:
+                    with frozen_kernels(self.model, self.kernels):
+                        capacity = self.shortlist.capacity(rows, self.buckets.source_length)
+                        vocabulary = output_vocabulary(
+                            self.model.decoder, self.shortlist, source, self.constants, capacity
+                        )
                 padded = tf.nest.map_structure(
                     lambda t: _pad_rows_and_positions(t, rows, self.buckets.source_length),
                     encoder_output,
                 )
                 lengths = tf.ensure_shape(tf.pad(max_lengths, [[0, rows - batch]]), [rows])
-                finished = self._compiled_loop(padded, lengths, tf.range(rows) < batch)
+                finished = self._compiled_loop(padded, lengths, tf.range(rows) < batch, vocabulary)
                 return tf.nest.map_structure(lambda t: t[:batch], finished)
 
             return run
@@ -155,7 +167,7 @@ class BucketedSearch:
         finished = tf.switch_case(index, [bucket_branch(rows) for rows in self.buckets.batch_sizes])
         return n_best_of(finished, nbest)
 
-    def _search_loop(self, encoder_output, max_lengths, active):
+    def _search_loop(self, encoder_output, max_lengths, active, vocabulary=None):
         """The search of one bucket (the XLA computation): its finished hypotheses."""
         constants = self.constants
         rows = max_lengths.shape[0]
@@ -171,7 +183,14 @@ class BucketedSearch:
             # Padded rows start done: the loop never waits for them.
             state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
             max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
-            state = search_loop(self.model.decoder, constants, state, max_steps, compile_step=False)
+            state = search_loop(
+                self.model.decoder,
+                constants,
+                state,
+                max_steps,
+                compile_step=False,
+                vocabulary=vocabulary,
+            )
         return state.finished
 
     def warmup_batch_sizes(self):

@@ -62,7 +62,13 @@ class _EnsembleDecoder:
         """A tuple of the members' initial incremental states."""
         return tuple(decoder.initial_state(batch_size) for decoder in self._decoders)
 
-    def step(self, tokens, step, incremental_state, encoder_output, beam_size=1):
+    def select_outputs(self, ids, valid):
+        """A tuple of the members' `OutputSubset`s of target `ids` (a shortlist)."""
+        return tuple(decoder.select_outputs(ids, valid) for decoder in self._decoders)
+
+    def step(
+        self, tokens, step, incremental_state, encoder_output, beam_size=1, output_subset=None
+    ):
         """One position for every hypothesis from every member.
 
         Args:
@@ -72,6 +78,7 @@ class _EnsembleDecoder:
                 step's).
             encoder_output: The tuple of member `EncoderOutput`s (`Ensemble.encode`).
             beam_size: Hypotheses per sentence.
+            output_subset: The tuple from `select_outputs`, or None (whole vocabulary).
 
         Returns:
             `(log_probs, attention, incremental_state)`: the combined `[batch, vocab]`
@@ -79,9 +86,12 @@ class _EnsembleDecoder:
             attention and the tuple of updated member states.
         """
         logits, attention, states = [], [], []
-        for decoder, state, encoded in zip(self._decoders, incremental_state, encoder_output):
+        subsets = output_subset or (None,) * len(self._decoders)
+        for decoder, state, encoded, subset in zip(
+            self._decoders, incremental_state, encoder_output, subsets
+        ):
             member_logits, member_attention, state = decoder.step(
-                tokens, step, state, encoded, beam_size=beam_size
+                tokens, step, state, encoded, beam_size=beam_size, output_subset=subset
             )
             logits.append(member_logits)
             attention.append(member_attention)

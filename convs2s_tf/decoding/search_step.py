@@ -103,13 +103,15 @@ def apply_selection(constants, state, selection, cache):
     )
 
 
-def search_step(decoder, constants, state):
+def search_step(decoder, constants, state, vocabulary=None):
     """A step but its attention histories and the leaving of done sentences.
 
     Args:
         decoder: The model's `ConvDecoder`.
         constants: The search's `StepConstants`.
         state: The `BeamState` before the step.
+        vocabulary: An `OutputVocabulary` (a shortlist's columns), or None: the whole
+            vocabulary.
 
     Returns:
         `(state, selection, attention)`: the state after `apply_selection`, the step's
@@ -121,8 +123,12 @@ def search_step(decoder, constants, state):
         state.cache,
         state.encoder_output,
         beam_size=constants.beam_size,
+        output_subset=None if vocabulary is None else vocabulary.subset,
     )
     log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
+    if vocabulary is not None:
+        # Columns to token ids (the special ids' columns are their ids).
+        ids = tf.gather(vocabulary.ids, ids)
     selection = select(
         constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
     )
@@ -133,7 +139,7 @@ def search_step(decoder, constants, state):
     return apply_selection(constants, state, selection, cache), selection, attention
 
 
-def search_step_function(decoder, constants, compile_step=None):
+def search_step_function(decoder, constants, compile_step=None, vocabulary=None):
     """`search_step` for one search, one XLA computation with `constants.xla`.
 
     The compiled step keeps fixed shapes (finished sentences stay in the batch), so it
@@ -144,13 +150,14 @@ def search_step_function(decoder, constants, compile_step=None):
         constants: The search's `StepConstants`.
         compile_step: Whether to XLA-compile the step on its own (default
             `constants.xla`); False when the whole loop around it is compiled.
+        vocabulary: An `OutputVocabulary`, or None (see `search_step`).
 
     Returns:
         `step(state) -> (state, selection, attention)`.
     """
 
     def step(state):
-        return search_step(decoder, constants, state)
+        return search_step(decoder, constants, state, vocabulary)
 
     if not (constants.xla if compile_step is None else compile_step):
         return step

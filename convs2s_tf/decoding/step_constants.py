@@ -1,5 +1,6 @@
 """What every step of one beam search reads and no step changes."""
 
+import collections
 import dataclasses
 
 import tensorflow as tf
@@ -65,3 +66,33 @@ class StepConstants:
             tf.where(tf.equal(ids, UNK_ID), -float(self.unk_penalty), 0.0),
         )
         return bias if allow_eos else tf.where(tf.equal(ids, EOS_ID), NEG_INF, bias)
+
+
+OutputVocabulary = collections.namedtuple("OutputVocabulary", ["ids", "subset"])
+OutputVocabulary.__doc__ = """The target ids a search decodes against (a shortlist's set).
+
+Fields:
+    ids: `[columns]` int32 token id of each logit column (ids 0..3 in columns 0..3).
+    subset: The decoder's projection of those columns (`select_outputs`), computed once
+        per search.
+"""
+
+
+def output_vocabulary(decoder, shortlist, source, constants, capacity=None, multiple=None):
+    """The `OutputVocabulary` of a batch under `shortlist` (a `ShortlistTable`), or None.
+
+    Args:
+        decoder: The model's decoder (or an ensemble's).
+        shortlist: A `ShortlistTable`, or None for the whole vocabulary.
+        source: `[batch, source]` int32 source ids.
+        constants: The search's `StepConstants` (the set holds at least `per_row` ids).
+        capacity: A fixed number of columns (compiled searches), or None.
+        multiple: Round the number of columns up to a multiple of this (fewer distinct
+            shapes for a compiled step), or None.
+    """
+    if shortlist is None:
+        return None
+    ids, valid = shortlist.output_vocabulary(
+        source, min_size=constants.per_row, capacity=capacity, multiple=multiple
+    )
+    return OutputVocabulary(ids=ids, subset=decoder.select_outputs(ids, valid))

@@ -88,12 +88,15 @@ class Exporter(abc.ABC):
         buckets: The `SearchBuckets` whose batches are searched by one XLA computation
             each (default: `SearchBuckets()`); None: every search in graph mode (for
             servers without XLA).
+        shortlist: A `Shortlist` every batch is decoded against (stored in the export),
+            or None: the whole vocabulary.
     """
 
     name = None  # set by `register_exporter`
 
-    def __init__(self, buckets=DEFAULT_BUCKETS):
+    def __init__(self, buckets=DEFAULT_BUCKETS, shortlist=None):
         self.buckets = buckets
+        self.shortlist = shortlist
 
     def export(
         self,
@@ -179,7 +182,7 @@ class TextExporter(Exporter):
     def build_module(self, model, tokenizer, search_config):
         if tokenizer is None:
             raise ValueError("The text export needs the model's tokenizer.")
-        return TranslationModule(model, tokenizer, search_config, self.buckets)
+        return TranslationModule(model, tokenizer, search_config, self.buckets, self.shortlist)
 
     def warmup_requests(self):
         def text(count):
@@ -235,7 +238,7 @@ class TokenIdsExporter(Exporter):
 
     def build_module(self, model, tokenizer, search_config):
         del tokenizer  # the text stays outside the graph
-        return TokenIdsTranslationModule(model, search_config, self.buckets)
+        return TokenIdsTranslationModule(model, search_config, self.buckets, self.shortlist)
 
     def warmup_requests(self):
         return [

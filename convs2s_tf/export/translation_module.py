@@ -6,6 +6,7 @@ import tensorflow as tf
 from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
 from convs2s_tf.decoding.compiled_search import BucketedSearch
 from convs2s_tf.layers import fold_kernels
+from convs2s_tf.shortlist.shortlist import ShortlistTable
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
@@ -39,12 +40,14 @@ class TranslationModule(tf.Module):
             computation per bucket (`BucketedSearch`; every bucket must be warmed up
             before serving, or the first request of each compiles it); None: every
             search in graph mode.
+        shortlist: A `Shortlist` every batch is decoded against (its tables become
+            variables of the module), or None: the whole vocabulary.
 
     The weight-normalised kernels are folded (`g * v / ||v||`) into variables when the
     module is built, so it translates with the weights the model had then.
     """
 
-    def __init__(self, model, tokenizer, search_config=None, buckets=None):
+    def __init__(self, model, tokenizer, search_config=None, buckets=None, shortlist=None):
         super().__init__(name="convs2s_translator")
         self.model = model
         self.tokenizer = tokenizer
@@ -62,8 +65,9 @@ class TranslationModule(tf.Module):
         self.search_config = search_config.validate(model.decoder.max_length)
         self.max_source_length = model.encoder.max_length
         self.buckets = buckets
+        self.shortlist = ShortlistTable(shortlist) if shortlist is not None else None
         self._bucketed_search = (
-            BucketedSearch(model, self.search_config, buckets, self.folded_kernels)
+            BucketedSearch(model, self.search_config, buckets, self.folded_kernels, self.shortlist)
             if buckets is not None
             else None
         )
@@ -93,6 +97,7 @@ class TranslationModule(tf.Module):
             nbest=nbest,
             return_attention=return_attention,
             kernels=self.folded_kernels,
+            shortlist=self.shortlist,
             **search_kwargs(self.search_config),
         )
 
@@ -179,8 +184,8 @@ class TokenIdsTranslationModule(TranslationModule):
     translate_nbest = None
     translate_with_attention = None
 
-    def __init__(self, model, search_config=None, buckets=None):
-        super().__init__(model, None, search_config, buckets)
+    def __init__(self, model, search_config=None, buckets=None, shortlist=None):
+        super().__init__(model, None, search_config, buckets, shortlist)
 
     def signatures(self):
         """The `translate_ids` signature alone."""

@@ -27,6 +27,7 @@ from convs2s_tf.inference.token_ids_translator import TokenIdsTranslator
 from convs2s_tf.inference.translator import InferenceError
 from convs2s_tf.interop import tokenizer_for_run
 from convs2s_tf.runs import RunDirectory, load_trained_model
+from convs2s_tf.shortlist.building import load_run_shortlist
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class InferenceModel:
         vocabulary_files: The token vocabularies of an imported run, or None.
         model_dir: The run directory (an ensemble's, separated by commas).
         search_config: The search, validated against the model.
+        shortlist: The `Shortlist` translations and exports decode against, or None.
     """
 
     model: Any
@@ -51,6 +53,7 @@ class InferenceModel:
     vocabulary_files: Any
     model_dir: str
     search_config: SearchConfig
+    shortlist: Any = None
 
     @property
     def exporter_name(self):
@@ -71,7 +74,9 @@ class InferenceModel:
             raise InferenceError(
                 f"{self.model_dir} names no SentencePiece model; give --sentencepiece_model."
             )
-        return CheckpointTranslator(self.model, self.tokenizer, self.search_config)
+        return CheckpointTranslator(
+            self.model, self.tokenizer, self.search_config, shortlist=self.shortlist
+        )
 
     def export(self, export_dir, exporter=None, model_name=None, exporter_options=None):
         """Exports the model with `exporter` (default: `exporter_name`), made with
@@ -87,7 +92,8 @@ class InferenceModel:
                 "This run has no SentencePiece model; give --sentencepiece_model to export "
                 "text signatures."
             )
-        return make_exporter(exporter, **(exporter_options or {})).export(
+        options = dict(exporter_options or {}, shortlist=self.shortlist)
+        return make_exporter(exporter, **options).export(
             self.model,
             export_dir,
             tokenizer=self.tokenizer,
@@ -97,7 +103,9 @@ class InferenceModel:
         )
 
 
-def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, search_config=None):
+def load_inference_model(
+    model_dir, checkpoint=None, sentencepiece_model=None, search_config=None, shortlist=None
+):
     """Restores a run's model (or an ensemble of runs) in `search_config`'s dtype with its
     tokenizer.
 
@@ -109,11 +117,14 @@ def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, s
         sentencepiece_model: Overrides the run's SentencePiece model (None: the run's;
             "": none, which an imported run reads as pre-tokenised text).
         search_config: A `SearchConfig` (default: its defaults).
+        shortlist: A shortlist file to decode against (`pipelines.build_shortlist`), or
+            None for the whole vocabulary.
 
     Raises:
         InferenceError: The tokenizer does not match the model's vocabulary, the runs of
             an ensemble do not share their vocabularies, or the search cannot work with
             the model (e.g. a `min_length` beyond its longest output).
+        ShortlistError: The shortlist is missing, unreadable or for other vocabularies.
         FileNotFoundError, CheckpointError, VocabularyError: No usable run.
     """
     search_config = search_config or SearchConfig()
@@ -158,6 +169,7 @@ def load_inference_model(model_dir, checkpoint=None, sentencepiece_model=None, s
         vocabulary_files=RunDirectory(model_dirs[0]).vocabulary_files(run_config),
         model_dir=SEPARATOR.join(model_dirs),
         search_config=search_config,
+        shortlist=load_run_shortlist(model_dirs[0], shortlist) if shortlist else None,
     )
 
 
@@ -203,6 +215,7 @@ def open_translator(
     sentencepiece_model=None,
     search_config=None,
     warm_up=True,
+    shortlist=None,
 ):
     """The `Translator` of an export, or of a run's checkpoint.
 
@@ -215,6 +228,7 @@ def open_translator(
         search_config: The search of a checkpoint (default: `SearchConfig()`).
         warm_up: Whether an export replays its warm-up requests (see
             `open_saved_model`); a checkpoint's search has nothing to compile ahead.
+        shortlist: A shortlist file for a checkpoint's search (an export holds its own).
 
     Raises:
         InferenceError: Neither `saved_model` nor `model_dir`, or see
@@ -224,5 +238,7 @@ def open_translator(
         return open_saved_model(saved_model, warm_up=warm_up)
     if not model_dir:
         raise InferenceError("Give an export (saved_model) or a run directory (model_dir).")
-    loaded = load_inference_model(model_dir, checkpoint, sentencepiece_model, search_config)
+    loaded = load_inference_model(
+        model_dir, checkpoint, sentencepiece_model, search_config, shortlist
+    )
     return loaded.translator()

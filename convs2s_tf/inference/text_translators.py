@@ -80,16 +80,17 @@ class CheckpointTranslator(TextFunctionsTranslator):
         model: A built `ConvS2S`.
         tokenizer: Its `Tokenizer` (or an imported run's `VocabularyTokenizer`).
         search_config: A `SearchConfig` (default: its defaults).
+        shortlist: A `Shortlist` every batch is decoded against, or None.
 
     Raises:
         InferenceError: No tokenizer, or a search the model cannot run.
     """
 
-    def __init__(self, model, tokenizer, search_config=None):
+    def __init__(self, model, tokenizer, search_config=None, shortlist=None):
         if tokenizer is None:
             raise InferenceError("Translating text needs the model's tokenizer; none given.")
         try:
-            module = TranslationModule(model, tokenizer, search_config)
+            module = TranslationModule(model, tokenizer, search_config, shortlist=shortlist)
         except ValueError as error:  # SearchConfig.validate: the model's lengths
             raise InferenceError(str(error)) from None
         functions = {

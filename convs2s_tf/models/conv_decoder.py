@@ -1,5 +1,6 @@
 """The ConvS2S decoder, in parallel (training) and incremental (generation) form."""
 
+import collections
 import math
 
 import keras
@@ -8,6 +9,15 @@ import tensorflow as tf
 from convs2s_tf.layers import WeightNormDense
 from convs2s_tf.models.conv_stack import ConvStack
 from convs2s_tf.vocabulary import PAD_ID
+
+OutputSubset = collections.namedtuple("OutputSubset", ["kernel", "bias"])
+OutputSubset.__doc__ = """The vocabulary projection restricted to some target ids (a shortlist).
+
+Fields:
+    kernel: `[out_embed_dim, columns]` the projection's columns of those ids, in the
+        compute dtype.
+    bias: `[columns]` their bias in the compute dtype, -inf for filler columns.
+"""
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -119,8 +129,31 @@ class ConvDecoder(ConvStack):
         # The design document averages over the attention layers (not over all blocks).
         return tf.add_n(attention_weights) / float(len(attention_weights))
 
-    def _logits(self, x, training):
-        return self.output_logits(self._hidden(x, training))
+    def _logits(self, x, training, output_subset=None):
+        features = self._hidden(x, training)
+        if output_subset is None:
+            return self.output_logits(features)
+        logits = tf.matmul(features, output_subset.kernel) + output_subset.bias
+        return tf.cast(logits, tf.float32)
+
+    def select_outputs(self, ids, valid):
+        """The `OutputSubset` of target `ids` (`[columns]` int32; `valid` `[columns]` bool,
+        False for filler columns): computed once per search, its step logits are the
+        full logits' columns `ids` (-inf where not `valid`)."""
+        if self.output_projection is not None:
+            kernel = tf.gather(
+                tf.cast(self.output_projection.kernel, self.compute_dtype), ids, axis=1
+            )
+            bias = self.output_projection.bias
+        else:
+            table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
+            kernel = tf.transpose(tf.gather(table, ids))
+            bias = self.output_bias
+        if bias is None:
+            bias = tf.zeros([self.vocab_size])
+        bias = tf.gather(tf.cast(bias, self.compute_dtype), ids)
+        filler = tf.fill(tf.shape(bias), tf.constant(float("-inf"), self.compute_dtype))
+        return OutputSubset(kernel=kernel, bias=tf.where(valid, bias, filler))
 
     def _hidden(self, x, training):
         x = self.hidden_projection(x)
@@ -209,7 +242,9 @@ class ConvDecoder(ConvStack):
         """
         return tuple(block.initial_window(batch_size, self.compute_dtype) for block in self.blocks)
 
-    def step(self, tokens, step, incremental_state, encoder_output, beam_size=1):
+    def step(
+        self, tokens, step, incremental_state, encoder_output, beam_size=1, output_subset=None
+    ):
         """Decodes one position for every hypothesis, reusing the cached windows.
 
         Args:
@@ -220,9 +255,12 @@ class ConvDecoder(ConvStack):
             encoder_output: `EncoderOutput` with one row per `beam_size` consecutive
                 hypotheses (their sentence).
             beam_size: Hypotheses per sentence.
+            output_subset: An `OutputSubset` (`select_outputs`): logits of its columns
+                only; None: of the whole vocabulary.
 
         Returns:
-            `(logits, attention, incremental_state)`: `[batch, vocab]` float32 logits,
+            `(logits, attention, incremental_state)`: `[batch, vocab]` (or `[batch,
+            columns]`) float32 logits,
             `[batch, source]` attention averaged over the attention blocks (zeros when no
             block has attention) and the updated state.
         """
@@ -245,7 +283,7 @@ class ConvDecoder(ConvStack):
 
         x = self.run_blocks(self.input_projection(target_embedding), apply_block)
         # [batch, channels] from here on: the vocabulary projection is one fused product.
-        logits = self._logits(x[:, 0, :], training=False)
+        logits = self._logits(x[:, 0, :], training=False, output_subset=output_subset)
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
         else:

@@ -2,7 +2,7 @@
 arguments (so that the pipelines stay thin).
 
 Each group (data, prepare, batching, model, run, training, checkpoint, inference, search,
-translate, evaluate, export, import, average) is defined by one function, with each
+translate, evaluate, export, import, average, shortlist) is defined by one function, with each
 flag's help text; defaults come from the library's config dataclasses where one exists.
 """
 
@@ -28,6 +28,7 @@ from pipelines.flags.groups import (  # noqa: F401
     PREPARE,
     RUN,
     SEARCH,
+    SHORTLIST,
     TRAINING,
     TRANSLATE,
     declare_key_flags,
@@ -42,3 +43,4 @@ from pipelines.flags.model import model_config_from_flags  # noqa: F401
 from pipelines.flags.training import training_config_from_flags  # noqa: F401
 
 from pipelines.flags.averaging import define_average_flags  # noqa: F401, E402  # isort: skip
+from pipelines.flags.shortlist import define_shortlist_flags  # noqa: F401, E402  # isort: skip

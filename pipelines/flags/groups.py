@@ -27,6 +27,7 @@ EVALUATE = "evaluate"
 EXPORT = "export"
 IMPORT = "import"
 AVERAGE = "average"
+SHORTLIST = "shortlist"
 
 # Group name -> the function defining its flags, in definition order.
 _GROUPS = {}

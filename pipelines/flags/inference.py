@@ -127,6 +127,21 @@ def define_search_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "sentences stay in the batch so shapes stay static).",
         flag_values=flag_values,
     )
+    flags.DEFINE_bool(
+        "shortlist",
+        False,
+        "Decode each batch against a shortlist of target pieces (the union of its source "
+        "pieces' likely translations, the most frequent pieces and the special tokens) "
+        "instead of the whole vocabulary: the run's shortlist.npz, written by "
+        "pipelines.build_shortlist. Exports store it.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "shortlist_file",
+        None,
+        "A shortlist file to decode against instead of the run's own (implies --shortlist).",
+        flag_values=flag_values,
+    )
 
 
 @flag_group(TRANSLATE)
