@@ -33,6 +33,7 @@ PIPELINES = (
     "client",
     "average_checkpoints",
     "export_fairseq",
+    "build_shortlist",
 )
 # A help line naming a flag: "  --name: ...", "  --[no]name: ...", "  -v,--verbosity: ...".
 _HELP_FLAG = re.compile(r"^  (?:-\w,)?--(?:\[no\])?(\w+):", re.MULTILINE)
@@ -96,6 +97,7 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         "export_fairseq": _shared(
             g.RUN, g.CHECKPOINT, also=["output_dir", "source_lang", "target_lang"]
         ),
+        "build_shortlist": _shared(g.RUN, g.SHORTLIST),
     }
     results = _run_all({name: (name, ["--help"]) for name in PIPELINES})
     for name, result in results.items():
@@ -177,6 +179,13 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
             "export_fairseq",
             (with_config, f"--model_dir={missing}", f"--output_dir={tmp_path / 'fairseq'}"),
         ): f"{missing}/config.json does not exist",
+        ("translate", (f"--model_dir={tiny_run}", "--shortlist")): (
+            f"{tiny_run}/shortlist.npz not found: build it with python -m pipelines.build_shortlist"
+        ),
+        (
+            "build_shortlist",
+            (with_config, f"--model_dir={tiny_run}", f"--shortlist_source={missing}.en"),
+        ): "Give both --shortlist_source and --shortlist_target, or neither.",
     }
     results = _run_all({key: key for key in cases})
     for (name, arguments), words in cases.items():

@@ -92,7 +92,7 @@ def training_files(model_dir):
     if not data_dir:
         raise ShortlistError(
             f"{model_dir} names no prepared data (an imported run?): give the training text "
-            "with --source_file and --target_file."
+            "with --shortlist_source and --shortlist_target."
         )
     return PreparedData.load(data_dir).split_paths("train")
 
@@ -126,7 +126,7 @@ def build_shortlist(
     if k < 1 or n < 0:
         raise ShortlistError(f"k must be >= 1 and n >= 0, got k={k}, n={n}.")
     if (source_file is None) != (target_file is None):
-        raise ShortlistError("Give both --source_file and --target_file, or neither.")
+        raise ShortlistError("Give both --shortlist_source and --shortlist_target, or neither.")
     if source_file is None:
         source_file, target_file = training_files(model_dir)
     encoder = pair_encoder(model_dir)

@@ -1,0 +1,161 @@
+"""Shortlist sizes against BLEU and decoding speed, beside the whole vocabulary.
+
+    python -m benchmarks.shortlist_sizes --model_dir=runs/multi30k_en_de \\
+        [--sizes=5:100,10:500,20:500,...] [--latency_sentences=100] [--batch_size=128]
+
+Fits the run's IBM model 1 table once (on its prepared training text) and, for the whole
+vocabulary and then each `K:N` of --sizes (K targets per source piece, the N most
+frequent pieces), builds the translator of the default export in process (compiled
+buckets for batches of up to 4 sentences, graph mode above) and measures:
+
+* validation and test BLEU (beam 5, batches of --batch_size sorted by length); choose
+  the sizes on validation, read test only for the chosen ones;
+* batch 1: mean ms per sentence over the first --latency_sentences test sentences, after
+  one warm-up request (the bucket compiled, as an export's warm-up does);
+* batch --batch_size: sentences/s over the whole test set, after one warm-up batch;
+* the mean size of the candidate set at batch 1 and at --batch_size.
+
+Prints a table (with the CPU) and ends with one JSON line.
+"""
+
+import json
+import time
+
+import numpy as np
+from absl import app, flags
+
+from benchmarks.comparison_report import cpu_description
+from benchmarks.fresh_saved_model import request_milliseconds
+
+flags.DEFINE_string("model_dir", "runs/multi30k_en_de", "Trained run.")
+flags.DEFINE_list(
+    "sizes", ["5:100", "10:100", "10:500", "20:500", "50:500", "20:1000"], "K:N pairs to measure."
+)
+flags.DEFINE_integer("latency_sentences", 100, "Test sentences sent one at a time.")
+flags.DEFINE_integer("batch_size", 128, "Sentences per batch for BLEU and throughput.")
+flags.DEFINE_enum("inference_dtype", "float32", ["float32", "bfloat16"], "Compute dtype.")
+FLAGS = flags.FLAGS
+
+
+def _sizes():
+    sizes = []
+    for item in FLAGS.sizes:
+        k, _, n = item.partition(":")
+        try:
+            sizes.append((int(k), int(n)))
+        except ValueError:
+            raise app.UsageError(f"--sizes wants K:N pairs, got {item!r}.") from None
+    return sizes
+
+
+def _translator(loaded, shortlist):
+    """The default export's searches in process: compiled buckets, graph above them."""
+    from convs2s_tf.decoding.compiled_search import SearchBuckets
+    from convs2s_tf.export.translation_module import TranslationModule
+    from convs2s_tf.inference.text_translators import TextFunctionsTranslator
+
+    module = TranslationModule(
+        loaded.model, loaded.tokenizer, loaded.search_config, SearchBuckets(), shortlist
+    )
+    functions = {"serving_default": module.translate, "translate_nbest": module.translate_nbest}
+    return TextFunctionsTranslator(functions, loaded.search_config.beam_size, module)
+
+
+def _mean_set_size(shortlist, tokenizer, sentences, batch_size):
+    import tensorflow as tf
+
+    from convs2s_tf.inference.batching import length_sorted_batches
+
+    ids = tokenizer.encode(tf.constant(sentences)).to_list()
+    sizes = [
+        len(shortlist.candidate_ids(np.concatenate([ids[i] for i in batch] + [[2]])))
+        for batch in length_sorted_batches(sentences, batch_size)
+    ]
+    return float(np.mean(sizes))
+
+
+def measure(loaded, shortlist, splits):
+    """BLEU, speed and set sizes of one shortlist (None: the whole vocabulary)."""
+    from convs2s_tf.evaluation.bleu import corpus_scores
+
+    translator = _translator(loaded, shortlist)
+    test_sources, test_references = splits["test"]
+    result = {}
+    translator.translate(test_sources[: FLAGS.batch_size])  # traces the graph path
+    start = time.perf_counter()
+    hypotheses = translator.translate_all(test_sources, FLAGS.batch_size, in_flight=1)
+    result["batch_sentences_per_second"] = round(
+        len(test_sources) / (time.perf_counter() - start), 1
+    )
+    result["test_bleu"] = round(corpus_scores(hypotheses, test_references)["bleu"], 2)
+    valid_sources, valid_references = splits["validation"]
+    hypotheses = translator.translate_all(valid_sources, FLAGS.batch_size)
+    result["valid_bleu"] = round(corpus_scores(hypotheses, valid_references)["bleu"], 2)
+    latency = test_sources[: FLAGS.latency_sentences]
+    translator.translate(latency[:1])  # compiles the batch-1 bucket
+    result["batch1_ms"] = round(float(np.mean(request_milliseconds(translator, latency))), 2)
+    if shortlist is not None:
+        result["set_size_batch1"] = _mean_set_size(shortlist, loaded.tokenizer, latency, 1)
+        result["set_size_batch"] = _mean_set_size(
+            shortlist, loaded.tokenizer, test_sources, FLAGS.batch_size
+        )
+    return result
+
+
+def main(argv):
+    del argv
+    from convs2s_tf.data.data_directory import PreparedData
+    from convs2s_tf.decoding import SearchConfig
+    from convs2s_tf.inference import load_inference_model
+    from convs2s_tf.shortlist import build_shortlist
+
+    sizes = _sizes()
+    loaded = load_inference_model(
+        FLAGS.model_dir, search_config=SearchConfig(dtype=FLAGS.inference_dtype)
+    )
+    data = PreparedData.load(loaded.run_config["data_dir"])
+    splits = {}
+    for split in ("validation", "test"):
+        paths = data.split_paths(split)
+        splits[split] = [open(path, encoding="utf-8").read().splitlines() for path in paths]
+    start = time.perf_counter()
+    fitted = build_shortlist(
+        FLAGS.model_dir, k=max(k for k, _ in sizes), n=max(n for _, n in sizes)
+    )
+    fit_seconds = time.perf_counter() - start
+    print(f"CPU: {cpu_description()}; dtype {FLAGS.inference_dtype}")
+    print(
+        f"{FLAGS.model_dir}: target vocabulary {loaded.model.decoder.vocab_size:,}; IBM model 1 "
+        f"on {fitted.metadata['pairs']:,} pairs in {fit_seconds:.1f} s"
+    )
+    header = "K:N       valid  test   batch-1 ms  batch-{} sent/s  set@1  set@{}".format(
+        FLAGS.batch_size, FLAGS.batch_size
+    )
+    print(header)
+    rows = []
+    for size in [None, *sizes]:
+        shortlist = None if size is None else fitted.limited(*size)
+        row = dict(k=size and size[0], n=size and size[1], **measure(loaded, shortlist, splits))
+        rows.append(row)
+        label = "full" if size is None else f"{size[0]}:{size[1]}"
+        print(
+            f"{label:9} {row['valid_bleu']:6.2f} {row['test_bleu']:6.2f} "
+            f"{row['batch1_ms']:10.2f} {row['batch_sentences_per_second']:15.1f} "
+            f"{row.get('set_size_batch1', loaded.model.decoder.vocab_size):6.0f} "
+            f"{row.get('set_size_batch', loaded.model.decoder.vocab_size):6.0f}",
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {
+                "model_dir": FLAGS.model_dir,
+                "cpu": cpu_description(),
+                "vocab_size": loaded.model.decoder.vocab_size,
+                "rows": rows,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    app.run(main)
