@@ -448,6 +448,51 @@ def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path):
     )
     scores = json.loads(printed.strip().splitlines()[-1])
     assert scores["bleu"] == pytest.approx(100.0) and scores["sentences"] == len(lines)
+    _check_shortlist_of_imported_run(run, dictionaries, export_dir, tmp_path, search)
+
+
+def _check_shortlist_of_imported_run(run, dictionaries, export_dir, tmp_path, search):
+    """A shortlist built from the imported run's dictionaries and a user's text, used by
+    translate and carried by the token-ids export."""
+    from convs2s_tf.shortlist import build_shortlist, shortlist_path
+
+    (tmp_path / "train.src").write_text("s4 s5 s6\ns10 s11\ns30 s31 s32\n" * 3)
+    (tmp_path / "train.tgt").write_text("t4 t5 t6\nt10 t11\nt30 t31 t32\n" * 3)
+    shortlist = build_shortlist(
+        str(run), k=2, n=3, source_file=tmp_path / "train.src", target_file=tmp_path / "train.tgt"
+    )
+    shortlist.save(shortlist_path(str(run)))
+    source = tmp_path / "source.txt"
+    output = tmp_path / "shortlisted.txt"
+    _main(
+        "pipelines.translate",
+        f"--model_dir={run}",
+        f"--input={source}",
+        f"--output={output}",
+        "--shortlist",
+        *search,
+    )
+    source_ids = [dictionaries["source"].index(t) for t in source.read_text().split()]
+    allowed = {TARGET_TOKENS[i - 4] for i in shortlist.candidate_ids(source_ids) if i >= 4}
+    allowed.add("<unk>")  # a special id, always a candidate
+    translations = output.read_text().splitlines()
+    assert {token for line in translations for token in line.split()} <= allowed
+    _main(
+        "pipelines.export",
+        f"--model_dir={run}",
+        f"--export_dir={export_dir}",
+        "--shortlist",
+        *search,
+    )
+    (tmp_path / "shortlisted_reference.txt").write_text("\n".join(translations) + "\n")
+    printed = _main(
+        "pipelines.evaluate",
+        f"--saved_model={export_dir / '2'}",
+        f"--source={source}",
+        f"--reference={tmp_path / 'shortlisted_reference.txt'}",
+        "--json",
+    )
+    assert json.loads(printed.strip().splitlines()[-1])["bleu"] == pytest.approx(100.0)
 
 
 def _sentencepiece_model(lines):
