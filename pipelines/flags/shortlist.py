@@ -5,8 +5,8 @@ from absl import flags
 from pipelines.flags.groups import FLAGS, SHORTLIST, flag_group
 
 # The sizes chosen on the validation set (docs/experiments.md, vocabulary selection).
-DEFAULT_TOP_K = 20
-DEFAULT_FREQUENT = 500
+DEFAULT_TOP_K = 10
+DEFAULT_FREQUENT = 100
 
 
 @flag_group(SHORTLIST)
