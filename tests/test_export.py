@@ -133,6 +133,15 @@ def test_warmup_requests_follow_the_buckets():
     assert [request.inputs["source_ids"].shape[0] for request in requests] == [1, 2]
 
 
+def test_only_float32_exports_compile_their_small_batches():
+    # XLA rounds bfloat16 otherwise than oneDNN: a bfloat16 export keeps graph mode, so
+    # its translations stay those of the bfloat16 checkpoint at every batch size.
+    exporter = make_exporter("text")
+    assert exporter.compiled_buckets(SearchConfig()) == SearchBuckets()
+    assert exporter.compiled_buckets(SearchConfig(dtype="bfloat16")) is None
+    assert make_exporter("token_ids", buckets=None).compiled_buckets(SearchConfig()) is None
+
+
 def test_loading_replays_the_warmup_requests_in_order(exported):
     calls = []
 

@@ -79,6 +79,9 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     first_max = tf.reduce_max(chunks[:, 0] + bias[:chunk], axis=-1, keepdims=True)
     chunk_max = tf.concat([first_max, raw_max[:, 1:]], axis=1)
     _, best_chunks = tf.math.top_k(chunk_max, k=k)
+    # In id order, so that equal values resolve to the lowest id, as a top-k over the
+    # whole row does, whatever the chunk size (bfloat16 logits tie often).
+    best_chunks = tf.sort(best_chunks, axis=-1)
     bias_chunks = tf.reshape(bias, [num_chunks, chunk])
     selected = tf.gather(chunks, best_chunks, batch_dims=1) + tf.gather(bias_chunks, best_chunks)
     values, positions = tf.math.top_k(tf.reshape(selected, [rows, k * chunk]), k=k)

@@ -27,7 +27,7 @@ import os
 
 import tensorflow as tf
 
-from convs2s_tf.decoding import Ensemble
+from convs2s_tf.decoding import Ensemble, SearchConfig
 from convs2s_tf.decoding.compiled_search import SearchBuckets
 from convs2s_tf.export.saved_model import default_model_name, write_next_version
 from convs2s_tf.export.translation_module import (
@@ -86,8 +86,9 @@ class Exporter(abc.ABC):
 
     Args:
         buckets: The `SearchBuckets` whose batches are searched by one XLA computation
-            each (default: `SearchBuckets()`); None: every search in graph mode (for
-            servers without XLA).
+            each (default: `SearchBuckets()`) in a float32 export; None: every search in
+            graph mode (for servers without XLA). A bfloat16 export always searches in
+            graph mode (`compiled_buckets`).
         shortlist: A `Shortlist` every batch is decoded against (stored in the export),
             or None: the whole vocabulary.
     """
@@ -138,6 +139,16 @@ class Exporter(abc.ABC):
 
         return write_next_version(export_dir, write, model_name)
 
+    def compiled_buckets(self, search_config):
+        """The buckets of an export's search: `buckets` in float32, None in bfloat16.
+
+        XLA on CPU computes bfloat16 products without this CPU's bfloat16 units and rounds
+        them differently from oneDNN's kernels, so compiled buckets would make a bfloat16
+        export slower and change its translations at small batches.
+        """
+        search_config = search_config or SearchConfig()
+        return self.buckets if search_config.dtype == "float32" else None
+
     @abc.abstractmethod
     def build_module(self, model, tokenizer, search_config):
         """The `tf.Module` to save; its `signatures()` are what the export serves."""
@@ -182,7 +193,8 @@ class TextExporter(Exporter):
     def build_module(self, model, tokenizer, search_config):
         if tokenizer is None:
             raise ValueError("The text export needs the model's tokenizer.")
-        return TranslationModule(model, tokenizer, search_config, self.buckets, self.shortlist)
+        buckets = self.compiled_buckets(search_config)
+        return TranslationModule(model, tokenizer, search_config, buckets, self.shortlist)
 
     def warmup_requests(self):
         def text(count):
@@ -238,7 +250,8 @@ class TokenIdsExporter(Exporter):
 
     def build_module(self, model, tokenizer, search_config):
         del tokenizer  # the text stays outside the graph
-        return TokenIdsTranslationModule(model, search_config, self.buckets, self.shortlist)
+        buckets = self.compiled_buckets(search_config)
+        return TokenIdsTranslationModule(model, search_config, buckets, self.shortlist)
 
     def warmup_requests(self):
         return [

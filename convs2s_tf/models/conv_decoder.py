@@ -282,8 +282,15 @@ class ConvDecoder(ConvStack):
             return x
 
         x = self.run_blocks(self.input_projection(target_embedding), apply_block)
-        # [batch, channels] from here on: the vocabulary projection is one fused product.
-        logits = self._logits(x[:, 0, :], training=False, output_subset=output_subset)
+        if self.compute_dtype == "float32":
+            # [batch, channels] from here on: the vocabulary projection is one product
+            # with its bias fused.
+            logits = self._logits(x[:, 0, :], training=False, output_subset=output_subset)
+        else:
+            # In bfloat16 a fused product and bias rounds once, the product then the bias
+            # twice: the projections keep their [batch, 1, channels] form, which is not
+            # fused, so that bfloat16 translations stay what they were.
+            logits = self._logits(x, training=False, output_subset=output_subset)[:, 0, :]
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
         else:
