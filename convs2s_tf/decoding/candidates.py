@@ -56,18 +56,15 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     vocab_size = logits.shape[-1]
     num_special = special_bias.shape[0]
     if vocab_size is None:
-        # A shortlist's columns, known only when the search runs: one plain top-k.
-        bias = tf.pad(special_bias, [[0, tf.shape(logits)[-1] - num_special]])
-        values, ids = tf.math.top_k(logits + bias, k=k)
-        return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
+        # A shortlist's columns, known only when the search runs.
+        return _plain_top_k_and_row_max(logits, special_bias, k)
     chunk = chunk or _chunk_size(vocab_size, k)
     if num_special > chunk:
         raise ValueError(f"The bias covers {num_special} columns, more than a chunk ({chunk}).")
     num_chunks = -(-vocab_size // chunk)
-    bias = tf.pad(special_bias, [[0, num_chunks * chunk - num_special]])
     if num_chunks <= k:
-        values, ids = tf.math.top_k(logits + bias[:vocab_size], k=min(k, vocab_size))
-        return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
+        return _plain_top_k_and_row_max(logits, special_bias, min(k, vocab_size))
+    bias = tf.pad(special_bias, [[0, num_chunks * chunk - num_special]])
     rows = tf.shape(logits)[0]
     if num_chunks * chunk != vocab_size:
         logits = tf.pad(
@@ -87,6 +84,13 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     values, positions = tf.math.top_k(tf.reshape(selected, [rows, k * chunk]), k=k)
     ids = tf.gather(best_chunks, positions // chunk, batch_dims=1) * chunk + positions % chunk
     return values, ids, tf.reduce_max(raw_max, axis=-1, keepdims=True)
+
+
+def _plain_top_k_and_row_max(logits, special_bias, k):
+    """`_top_k_and_row_max` as one top-k over the whole row."""
+    bias = tf.pad(special_bias, [[0, tf.shape(logits)[-1] - special_bias.shape[0]]])
+    values, ids = tf.math.top_k(logits + bias, k=k)
+    return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
 
 
 def _log_normaliser(logits, row_max):
