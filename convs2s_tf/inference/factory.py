@@ -27,7 +27,7 @@ from convs2s_tf.inference.token_ids_translator import TokenIdsTranslator
 from convs2s_tf.inference.translator import InferenceError
 from convs2s_tf.interop import tokenizer_for_run
 from convs2s_tf.runs import RunDirectory, load_trained_model
-from convs2s_tf.shortlist.building import load_run_shortlist
+from convs2s_tf.shortlist.shortlist import Shortlist
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +169,14 @@ def load_inference_model(
         vocabulary_files=RunDirectory(model_dirs[0]).vocabulary_files(run_config),
         model_dir=SEPARATOR.join(model_dirs),
         search_config=search_config,
-        shortlist=load_run_shortlist(model_dirs[0], shortlist) if shortlist else None,
+        shortlist=_checked_shortlist(shortlist, model) if shortlist else None,
+    )
+
+
+def _checked_shortlist(path, model):
+    """The shortlist file `path`, refused unless built for `model`'s vocabulary sizes."""
+    return Shortlist.load(path).check_vocabularies(
+        model.encoder.vocab_size, model.decoder.vocab_size, name=f"Shortlist {path}"
     )
 
 

@@ -4,7 +4,6 @@ target pieces learnt from the training pairs."""
 from convs2s_tf.shortlist.alignment import TranslationTable, fit_ibm1
 from convs2s_tf.shortlist.building import (
     build_shortlist,
-    load_run_shortlist,
     pair_encoder,
     shortlist_path,
 )
@@ -23,7 +22,6 @@ __all__ = [
     "TranslationTable",
     "build_shortlist",
     "fit_ibm1",
-    "load_run_shortlist",
     "pair_encoder",
     "shortlist_path",
 ]

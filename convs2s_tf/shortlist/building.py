@@ -151,17 +151,3 @@ def build_shortlist(
         encoder.target_vocab_size,
         metadata,
     )
-
-
-def load_run_shortlist(model_dir, path=None):
-    """The shortlist of a run (`path`, default the run's own), checked against its model.
-
-    Raises:
-        ShortlistError: Missing, unreadable, or built for other vocabulary sizes.
-    """
-    path = path or shortlist_path(model_dir)
-    shortlist = Shortlist.load(path)
-    model = RunDirectory(model_dir).read_config()["model"]
-    return shortlist.check_vocabularies(
-        int(model["source_vocab_size"]), int(model["target_vocab_size"]), name=f"Shortlist {path}"
-    )
