@@ -65,10 +65,11 @@ def _mean_set_size(shortlist, tokenizer, sentences, batch_size):
     import tensorflow as tf
 
     from convs2s_tf.inference.batching import length_sorted_batches
+    from convs2s_tf.vocabulary import EOS_ID
 
     ids = tokenizer.encode(tf.constant(sentences)).to_list()
     sizes = [
-        len(shortlist.candidate_ids(np.concatenate([ids[i] for i in batch] + [[2]])))
+        len(shortlist.candidate_ids(np.concatenate([ids[i] for i in batch] + [[EOS_ID]])))
         for batch in length_sorted_batches(sentences, batch_size)
     ]
     return float(np.mean(sizes))
