@@ -140,20 +140,27 @@ class ConvDecoder(ConvStack):
         """The `OutputSubset` of target `ids` (`[columns]` int32; `valid` `[columns]` bool,
         False for filler columns): computed once per search, its step logits are the
         full logits' columns `ids` (-inf where not `valid`)."""
-        if self.output_projection is not None:
-            kernel = tf.gather(
-                tf.cast(self.output_projection.kernel, self.compute_dtype), ids, axis=1
-            )
-            bias = self.output_projection.bias
-        else:
-            table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-            kernel = tf.transpose(tf.gather(table, ids))
-            bias = self.output_bias
-        if bias is None:
-            bias = tf.zeros([self.vocab_size])
+        weights, vocabulary_axis, bias = self._projection_weights()
+        kernel = tf.gather(weights, ids, axis=vocabulary_axis)
+        if vocabulary_axis == 0:
+            kernel = tf.transpose(kernel)
         bias = tf.gather(tf.cast(bias, self.compute_dtype), ids)
         filler = tf.fill(tf.shape(bias), tf.constant(float("-inf"), self.compute_dtype))
         return OutputSubset(kernel=kernel, bias=tf.where(valid, bias, filler))
+
+    def _projection_weights(self):
+        """The vocabulary projection as `(weights, vocabulary_axis, bias)`: the kernel
+        (`[out_embed_dim, vocab]`, axis 1) or, when shared, the token table (`[vocab,
+        out_embed_dim]`, axis 0) in the compute dtype, and the float32 bias (zeros if
+        none)."""
+        if self.output_projection is not None:
+            weights, axis = self.output_projection.kernel, 1
+            bias = self.output_projection.bias
+        else:
+            weights, axis, bias = self.token_embedding.embeddings, 0, self.output_bias
+        if bias is None:
+            bias = tf.zeros([self.vocab_size], tf.float32)
+        return tf.cast(weights, self.compute_dtype), axis, tf.cast(bias, tf.float32)
 
     def _hidden(self, x, training):
         x = self.hidden_projection(x)
@@ -182,17 +189,8 @@ class ConvDecoder(ConvStack):
         still to be added, for a loss that adds it in the same pass as its own work
         (`convs2s_tf.training.losses.fused_token_losses`).
         """
-        if self.output_projection is not None:
-            kernel = tf.cast(self.output_projection.kernel, self.compute_dtype)
-            logits = tf.matmul(features, kernel)
-            bias = self.output_projection.bias
-        else:
-            table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-            logits = tf.matmul(features, table, transpose_b=True)
-            bias = self.output_bias
-        if bias is None:
-            return logits, tf.zeros([self.vocab_size], tf.float32)
-        return logits, tf.cast(bias, tf.float32)
+        weights, vocabulary_axis, bias = self._projection_weights()
+        return tf.matmul(features, weights, transpose_b=vocabulary_axis == 0), bias
 
     def call(self, target_input, encoder_output, training=False, return_attention=False):
         """Logits for every target position; `return_attention` adds attention weights:
