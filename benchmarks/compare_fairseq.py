@@ -19,6 +19,9 @@ fairseq's other defaults unless the flags say otherwise):
   (`benchmarks.fresh_saved_model`): load time, batch 1 over the first --latency_sentences
   (first request included), the same again (warm), and batches of --batch_size over the
   split, first pass counted;
+* `floor`: how fast any float32 search of the same model could be here, its matrix
+  products alone at the rates measured on this CPU (`benchmarks.float32_floor`): the
+  ratios the translations' float32 products allow at best;
 * `whole_process`: wall time of `python -m pipelines.translate --model_dir=RUN` against
   fairseq-interactive (`--bpe sentencepiece`, raw text in both; its batch as translate's
   default, its buffer the whole input) on the split, and on its first sentence alone; and
@@ -42,7 +45,7 @@ from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.inference import BATCH_SIZE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ("generate", "in_process", "saved_model", "whole_process")
+PARTS = ("generate", "in_process", "saved_model", "whole_process", "floor")
 _DEFAULT_SEARCH = SearchConfig()
 
 flags.DEFINE_string("model_dir", None, "Trained run to compare.", required=True)
@@ -218,6 +221,23 @@ class Comparison:
         self.results["saved_model_export_seconds"] = round(seconds, 2)
         self.results.update({f"saved_model_{key}": value for key, value in timings.items()})
         self.translations["fresh SavedModel"] = in_corpus_order(read_lines(output), self.order)
+
+    def measure_floor(self):
+        """The float32 floors: the model's matrix products alone (`benchmarks.float32_floor`)."""
+        from benchmarks.float32_floor import floors
+        from convs2s_tf.runs import load_trained_model
+
+        model, tokenizer = load_trained_model(FLAGS.model_dir)[:2]
+        self.results.update(
+            floors(
+                model,
+                tokenizer,
+                self.sources,
+                len(self.first),
+                FLAGS.batch_size,
+                self.search_config,
+            )
+        )
 
     def measure_whole_process(self):
         """pipelines.translate against fairseq-interactive, as whole processes."""

@@ -45,6 +45,18 @@ _ROWS = (
         RATE,
     ),
     (
+        "float32 floor (matrix products alone), batch 1, ms/sentence, first {latency}",
+        "floor_batch1_ms",
+        "fairseq_batch1_ms",
+        TIME,
+    ),
+    (
+        "float32 floor (matrix products alone), batch {batch}, sentences/s",
+        "floor_batch_sentences_per_sec",
+        "fairseq_batch_sentences_per_sec",
+        RATE,
+    ),
+    (
         "whole process, {sentences} lines, s (translate vs fairseq-interactive)",
         "translate_all_seconds",
         "interactive_all_seconds",
@@ -158,6 +170,14 @@ def table(comparison):
             f"load {results['saved_model_load_seconds']:.2f} s, first request "
             f"{results['saved_model_first_request_ms']:.1f} ms (export took "
             f"{results['saved_model_export_seconds']:.1f} s)."
+        )
+    if "floor_peak_gflops" in results:
+        lines.append(
+            f"float32 floor: {results['floor_mean_steps']:.2f} steps a sentence, one step's "
+            f"products {results['floor_step_products_ms_batch1']:.3f} ms at batch 1 "
+            f"({results['floor_decoder_weights_mb']:.1f} MB of decoder weights), "
+            f"{results['floor_total_gflop']:.1f} GFLOP in all at "
+            f"{results['floor_peak_gflops']:.0f} GFLOPS (the fastest rate measured here)."
         )
     if results.get("import_interactive_loads_tensorflow"):
         lines.append(

@@ -83,11 +83,11 @@ def main(argv):
     from convs2s_tf.data.pipeline import make_eval_dataset  # noqa: F401 (registers ops)
     from convs2s_tf.data.prepare import PreparedData
     from convs2s_tf.decoding import SearchConfig
+    from convs2s_tf.decoding.recompute_search import recompute_beam_search
     from convs2s_tf.evaluation import corpus_scores
     from convs2s_tf.export import TranslationModule, export_translator, latest_version_dir
     from convs2s_tf.inference import Translator
     from convs2s_tf.runs import load_trained_model
-    from tests.helpers.recompute_search import recompute_beam_search
 
     search = SearchConfig(max_len_a=1.2, max_len_b=10)
     model, tokenizer, checkpoint, run_config = load_trained_model(FLAGS.model_dir)

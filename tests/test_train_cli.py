@@ -56,6 +56,14 @@ def _run(command, timeout=600):
     )
 
 
+def _evaluate_scores(data_dir, model_dir):
+    """Returns the scores `pipelines.evaluate --json` prints with otherwise default flags."""
+    command = [sys.executable, "-m", "pipelines.evaluate", f"--data_dir={data_dir}"]
+    evaluation = _run(command + [f"--model_dir={model_dir}", "--json"])
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    return json.loads(evaluation.stdout.strip().splitlines()[-1])
+
+
 def _latest_step(model_dir):
     state = tf.train.get_checkpoint_state(os.path.join(model_dir, "checkpoints"))
     if state is None:
@@ -135,18 +143,7 @@ def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
     with open(model_dir / "test_results.json") as f:
         test_results = json.load(f)
     assert test_results["stop_reason"] == "reached max_steps"
-    evaluation = _run(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.evaluate",
-            f"--data_dir={tmp_path / 'data'}",
-            f"--model_dir={model_dir}",
-            "--json",
-        ]
-    )
-    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
-    scores = json.loads(evaluation.stdout.strip().splitlines()[-1])
+    scores = _evaluate_scores(tmp_path / "data", model_dir)
     assert scores["chrf"] > 0
     assert (scores["bleu"], scores["chrf"]) == (
         test_results["test_bleu"],
@@ -224,18 +221,7 @@ def test_average_last_n_is_what_the_test_score_and_evaluate_use(small_corpus, tm
         test_results = json.load(f)
     assert test_results["test_checkpoint"] == averaged[0][: -len(".index")]
     assert test_results["averaged_from"] == [path[: -len(".index")] for path in epoch_ends]
-    evaluation = _run(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.evaluate",
-            f"--data_dir={tmp_path / 'data'}",
-            f"--model_dir={model_dir}",
-            "--json",
-        ]
-    )
-    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
-    scores = json.loads(evaluation.stdout.strip().splitlines()[-1])
+    scores = _evaluate_scores(tmp_path / "data", model_dir)
     assert (scores["bleu"], scores["chrf"]) == (
         test_results["test_bleu"],
         test_results["test_chrf"],

@@ -1,7 +1,7 @@
 """A beam search that recomputes every hypothesis' whole prefix at every step.
 
-The baseline of what the incremental search's cached convolution windows save
-(`benchmarks/decode_speed.py`), and an independent check of them (the tests): the
+Not for translating: the baseline of what the incremental search's cached convolution
+windows save (`benchmarks/decode_speed.py`), and an independent check of them (the tests): the
 library's candidates, selection, recording and dropping of finished sentences, but each
 step runs the decoder's parallel pass over every hypothesis' whole prefix and keeps its
 last position, with no cache at all.

@@ -1,0 +1,167 @@
+"""How fast any float32 search of a model could be on this CPU: its matrix products alone.
+
+Run by `benchmarks.compare_fairseq` (part `floor`), so that its bounds stand beside
+fairseq's figures of the same run. Identical translations need the same float32
+products: at every step, each of a sentence's beam rows is multiplied by every decoder
+weight matrix (the vocabulary projection included, since any logit may decide the beam),
+and the encoder multiplies each source position by every encoder matrix. Everything else
+is left out (embeddings, attention, softmax, top-k, bookkeeping), so both bounds are
+below what any implementation reaches:
+
+* batch 1: per sentence, its steps times the time of one step's products at beam-size
+  rows (the fastest of an XLA computation looping over steps, so no call overhead, and
+  graph-mode oneDNN kernels), plus its encoder's products at the peak rate below;
+* batch N: all products of all sentences (each sentence's beam rows for each of its
+  steps, as a search that drops finished sentences computes them, and the attention's
+  score and context products), divided by the highest float32 product rate measured
+  here (a large square product, and one step's products at N x beam rows).
+
+A sentence's steps are those of this project's beam search, which equal fairseq's (the
+translations are identical): the length of the longest of its `beam_size` finished
+hypotheses.
+"""
+
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from convs2s_tf.decoding import beam_search, search_kwargs
+from convs2s_tf.vocabulary import PAD_ID
+
+_TIMED_STEPS = 64  # steps per timed call of the step's products
+_REPEATS = 5  # timed calls; the fastest counts
+_SQUARE = 2048  # side of the square product that measures the peak rate
+
+
+def _matrices(layer):
+    """The `[inputs, outputs]` float32 matrices of `layer`'s kernels (a convolution's
+    window flattened into its inputs), as one position multiplies them."""
+    matrices = []
+    for variable in layer.variables:
+        if variable.path.endswith("kernel_v"):
+            value = variable.numpy().astype(np.float32)
+            matrices.append(value.reshape(-1, value.shape[-1]))
+    return matrices
+
+
+def _decoder_matrices(decoder):
+    """The decoder's matrices, the token table among them when it is also the output
+    projection."""
+    matrices = _matrices(decoder)
+    if not any(v.path.endswith("output_projection/kernel_v") for v in decoder.variables):
+        table = next(v for v in decoder.variables if v.path.endswith("token_embedding/embeddings"))
+        matrices.append(table.numpy().astype(np.float32).T)
+    return matrices
+
+
+def _flops(matrices):
+    """Floating-point operations of one row through every matrix."""
+    return sum(2 * matrix.shape[0] * matrix.shape[1] for matrix in matrices)
+
+
+def _best_seconds(function):
+    function()  # compiles or traces
+    times = []
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def step_product_seconds(matrices, rows, xla):
+    """Seconds of one step's products at `rows` rows (XLA or graph mode), timed over a
+    loop of steps. Each product's input depends on the loop's carry, so no product can be
+    hoisted out of the loop."""
+    weights = [tf.constant(matrix) for matrix in matrices]
+    inputs = [
+        tf.random.stateless_normal([rows, m.shape[0]], seed=(1, i)) for i, m in enumerate(matrices)
+    ]
+
+    @tf.function(jit_compile=xla)
+    def run():
+        def body(step, carry):
+            for x, w in zip(inputs, weights):
+                carry = carry + 1e-30 * tf.matmul(x + carry, w)[0, 0]
+            return step + 1, carry
+
+        return tf.while_loop(lambda step, _: step < _TIMED_STEPS, body, (0, 0.0))[1]
+
+    return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
+
+
+def square_product_flops_per_second():
+    """The float32 rate of a `_SQUARE`-sided product (oneDNN, every core)."""
+    a = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 0))
+    b = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 1))
+    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    return 2 * _SQUARE**3 / _best_seconds(lambda: product().numpy())
+
+
+def sentence_steps(model, tokenizer, sentences, search_config, batch_size=64):
+    """(steps, source lengths with `</s>`) of each sentence's beam search."""
+    search = search_config.replace(nbest=search_config.beam_size)
+    steps, source_lengths = [], []
+    for start in range(0, len(sentences), batch_size):
+        ids = tokenizer.encode_with_eos(tf.constant(sentences[start : start + batch_size]))
+        output = beam_search(model, ids.to_tensor(PAD_ID), **search_kwargs(search))
+        steps += output.lengths.numpy().max(axis=1).tolist()
+        source_lengths += ids.row_lengths().numpy().tolist()
+    return np.array(steps), np.array(source_lengths)
+
+
+def search_flops(model, steps, source_lengths, beam_size):
+    """The float32 product operations of each sentence's search.
+
+    Args:
+        model: The `ConvS2S`.
+        steps: `[sentences]` steps of each sentence's search.
+        source_lengths: `[sentences]` source tokens of each, `</s>` included.
+        beam_size: Rows per sentence and step.
+
+    Returns:
+        `(encoder, search)`: `[sentences]` operations of each encoder pass, and of each
+        whole search (its encoder, and every step's rows through the decoder's matrices
+        and each attention block's scores and context over the source).
+    """
+    decoder = _decoder_matrices(model.decoder)
+    attention = [
+        v.shape
+        for v in model.decoder.variables
+        if v.path.endswith("attention/in_projection/kernel_v")
+    ]
+    encoder = _flops(_matrices(model.encoder)) * np.asarray(source_lengths)
+    attention_flops = sum(4 * shape[-1] for shape in attention) * np.asarray(source_lengths)
+    row_step = _flops(decoder) + attention_flops
+    return encoder, encoder + beam_size * np.asarray(steps) * row_step
+
+
+def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_config):
+    """The float32 floors of batch 1 (ms per sentence over the first `latency_sentences`)
+    and of batches of `batch_size` (sentences per second over all `sentences`).
+
+    Returns:
+        A dict of the floors and what they are made of.
+    """
+    beam = search_config.beam_size
+    decoder = _decoder_matrices(model.decoder)
+    steps, source_lengths = sentence_steps(model, tokenizer, sentences, search_config)
+    step_seconds = min(step_product_seconds(decoder, beam, xla) for xla in (True, False))
+    batched_step_seconds = step_product_seconds(decoder, batch_size * beam, xla=False)
+    peak = max(
+        square_product_flops_per_second(),
+        batch_size * beam * _flops(decoder) / batched_step_seconds,
+    )
+    encoder_flops, flops = search_flops(model, steps, source_lengths, beam)
+    first = slice(0, latency_sentences)
+    batch1_seconds = steps[first] * step_seconds + encoder_flops[first] / peak
+    return {
+        "floor_batch1_ms": round(1000.0 * float(np.mean(batch1_seconds)), 2),
+        "floor_batch_sentences_per_sec": round(len(sentences) * peak / float(np.sum(flops)), 2),
+        "floor_mean_steps": round(float(np.mean(steps)), 2),
+        "floor_step_products_ms_batch1": round(1000.0 * step_seconds, 4),
+        "floor_peak_gflops": round(peak / 1e9, 1),
+        "floor_decoder_weights_mb": round(_flops(decoder) * 2 / 1e6, 2),
+        "floor_total_gflop": round(float(np.sum(flops)) / 1e9, 1),
+    }

@@ -1,0 +1,39 @@
+"""The operation count of benchmarks.float32_floor (its timings are the benchmark's)."""
+
+import numpy as np
+import pytest
+from helpers.models import small_model_config
+
+from benchmarks.float32_floor import search_flops
+from convs2s_tf.models import ConvS2S
+
+
+def _model(**overrides):
+    model = ConvS2S(**small_model_config(11, width=16, blocks=2, **overrides))
+    model(model.dummy_inputs())
+    return model
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_every_matrix_a_search_multiplies_is_counted_once_per_row(shared):
+    model = _model(share_decoder_input_output_embed=shared)
+    width, vocab, blocks, beam = 16, 11, 2, 5
+    # Encoder: input projection, each block's 3-wide convolution (GLU: twice the
+    # channels), output projection; one pass per source position.
+    encoder_row = 2 * (width * width + blocks * 3 * width * 2 * width + width * width)
+    # Decoder: the same, plus each block's attention projections (in and out), the
+    # hidden projection, and the vocabulary projection (the token table when shared).
+    decoder_row = 2 * (
+        width * width
+        + blocks * (3 * width * 2 * width + 2 * width * width)
+        + width * width
+        + width * vocab
+    )
+    steps, source_lengths = np.array([4, 7]), np.array([3, 6])
+    encoder, search = search_flops(model, steps, source_lengths, beam)
+    np.testing.assert_array_equal(encoder, encoder_row * source_lengths)
+    # Per block, scores and context: 2 products of width x source each.
+    attention = blocks * 4 * width * source_lengths
+    np.testing.assert_array_equal(
+        search, encoder_row * source_lengths + beam * steps * (decoder_row + attention)
+    )
