@@ -217,25 +217,33 @@ def search_loop(decoder, constants, state, max_steps, compile_step=None, vocabul
     """
     step = search_step_function(decoder, constants, compile_step, vocabulary)
 
-    def searching(state):
-        return tf.logical_and(
-            state.step < max_steps, tf.reduce_any(state.finished_count < constants.beam_size)
-        )
-
     def body(state):
         state, selection, attention = step(state)
         if constants.return_attention:
             state = record_attention(constants, state, selection, attention)
         if constants.drop_finished:
             state = drop_finished_sentences(constants, state, selection)
-        return (state._replace(step=state.step + 1),)
+        return state
+
+    return step_until_done(constants, state, max_steps, body, decoder.max_length)
+
+
+def step_until_done(constants, state, max_steps, body, max_iterations):
+    """Applies `body` (`BeamState` -> `BeamState` of the same step; the step counter is
+    advanced here) from `state` until every sentence holds `beam_size` finished
+    hypotheses or `max_steps` steps are taken: the stopping rule of every search."""
+
+    def searching(state):
+        return tf.logical_and(
+            state.step < max_steps, tf.reduce_any(state.finished_count < constants.beam_size)
+        )
 
     (state,) = tf.while_loop(
         searching,
-        body,
+        lambda state: (body(state)._replace(step=state.step + 1),),
         (state,),
         shape_invariants=(shape_invariants(constants, state),),
-        maximum_iterations=decoder.max_length,
+        maximum_iterations=max_iterations,
     )
     return state
 

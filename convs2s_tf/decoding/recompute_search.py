@@ -9,8 +9,8 @@ last position, with no cache at all.
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.beam_search import max_output_lengths, n_best
-from convs2s_tf.decoding.beam_state import initial_beam_state, shape_invariants
+from convs2s_tf.decoding.beam_search import max_output_lengths, n_best, step_until_done
+from convs2s_tf.decoding.beam_state import initial_beam_state
 from convs2s_tf.decoding.candidates import candidates
 from convs2s_tf.decoding.search_step import apply_selection, drop_finished_sentences
 from convs2s_tf.decoding.selection import select
@@ -56,11 +56,6 @@ def recompute_beam_search(model, source, search_config):
             source_length=tf.shape(source)[1],
         )
 
-        def searching(state):
-            return tf.logical_and(
-                state.step < max_steps, tf.reduce_any(state.finished_count < constants.beam_size)
-            )
-
         def body(state):
             logits = _last_position_logits(decoder, state, constants.beam_size)
             log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
@@ -68,16 +63,9 @@ def recompute_beam_search(model, source, search_config):
                 constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
             )
             state = apply_selection(constants, state, selection, cache=())
-            state = drop_finished_sentences(constants, state, selection)
-            return (state._replace(step=state.step + 1),)
+            return drop_finished_sentences(constants, state, selection)
 
-        (state,) = tf.while_loop(
-            searching,
-            body,
-            (state,),
-            shape_invariants=(shape_invariants(constants, state),),
-            maximum_iterations=decoder.max_length,
-        )
+        state = step_until_done(constants, state, max_steps, body, decoder.max_length)
         return n_best(state, search_config.nbest, tf.shape(source)[1])
 
 
