@@ -57,6 +57,18 @@ _ROWS = (
         RATE,
     ),
     (
+        "float32 floor (products and beam selection), batch 1, ms/sentence, first {latency}",
+        "floor_selection_batch1_ms",
+        "fairseq_batch1_ms",
+        TIME,
+    ),
+    (
+        "float32 floor (products and beam selection), batch {batch}, sentences/s",
+        "floor_selection_batch_sentences_per_sec",
+        "fairseq_batch_sentences_per_sec",
+        RATE,
+    ),
+    (
         "whole process, {sentences} lines, s (translate vs fairseq-interactive)",
         "translate_all_seconds",
         "interactive_all_seconds",
@@ -178,6 +190,13 @@ def table(comparison):
             f"({results['floor_decoder_weights_mb']:.1f} MB of decoder weights), "
             f"{results['floor_total_gflop']:.1f} GFLOP in all at "
             f"{results['floor_peak_gflops']:.0f} GFLOPS (the fastest rate measured here)."
+        )
+    if "floor_step_selection_ms_batch1" in results:
+        lines.append(
+            f"Beam selection (log-softmax over the vocabulary, top 2 x beam): "
+            f"{results['floor_step_selection_ms_batch1']:.3f} ms a step at batch 1, "
+            f"{results['floor_step_selection_ms_per_sentence_batch']:.4f} ms a sentence "
+            f"and step at batch {comparison.batch_size}."
         )
     if results.get("import_interactive_loads_tensorflow"):
         lines.append(

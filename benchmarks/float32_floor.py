@@ -1,11 +1,12 @@
-"""How fast any float32 search of a model could be on this CPU: its matrix products alone.
+"""How fast any float32 search of a model could be on this CPU: its matrix products and
+its beam selection alone.
 
 Run by `benchmarks.compare_fairseq` (part `floor`), so that its bounds stand beside
 fairseq's figures of the same run. Identical translations need the same float32
 products: at every step, each of a sentence's beam rows is multiplied by every decoder
 weight matrix (the vocabulary projection included, since any logit may decide the beam),
 and the encoder multiplies each source position by every encoder matrix. Everything else
-is left out (embeddings, attention, softmax, top-k, bookkeeping), so both bounds are
+is left out (embeddings, attention, convolution state, bookkeeping), so the bounds are
 below what any implementation reaches:
 
 * batch 1: per sentence, its steps times the time of one step's products at beam-size
@@ -15,6 +16,13 @@ below what any implementation reaches:
   steps, as a search that drops finished sentences computes them, and the attention's
   score and context products), divided by the highest float32 product rate measured
   here (a large square product, and one step's products at N x beam rows).
+
+A second pair of bounds adds the one other pass identical translations need at every
+step: the beam selection, each row's log-probabilities over the whole vocabulary (the
+log-sum-exp normaliser differs between rows, so every logit is read and exponentiated)
+added to its hypothesis score, then the best `2 x beam_size` of each sentence. It is
+timed the same way, at 1 sentence and at N, fastest of XLA and graph kernels. It follows
+the last product and the next step's products follow it, so the two add up.
 
 A sentence's steps are those of this project's beam search, which equal fairseq's (the
 translations are identical): the length of the longest of its `beam_size` finished
@@ -94,6 +102,44 @@ def step_product_seconds(matrices, rows, xla):
     return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
 
 
+def select_whole(scores, logits, sentences, beam):
+    """The best `2 x beam` of each sentence over all its rows' log-probabilities."""
+    candidates = scores + tf.nn.log_softmax(logits)
+    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+
+
+def select_per_row(scores, logits, sentences, beam):
+    """The same selection with less sorting: a row's order is its logits' order, so each
+    row's best `2 x beam` logits are found first, normalised by the row's log-sum-exp
+    (which still reads every logit), then merged per sentence."""
+    best, _ = tf.math.top_k(logits, k=2 * beam)
+    candidates = scores + best - tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+
+
+def selection_seconds(vocab_size, beam, sentences, xla):
+    """Seconds of one step's beam selection for `sentences` sentences (XLA or graph
+    mode), timed over a loop of steps, the faster of two formulations: log-probabilities
+    of `sentences x beam` rows of `vocab_size` logits, plus each row's score, then the
+    top `2 x beam` of each sentence's candidates. The logits depend on the loop's carry,
+    so nothing is hoisted out of the loop."""
+    logits = tf.random.stateless_normal([sentences * beam, vocab_size], seed=(3, 0))
+    scores = tf.random.stateless_normal([sentences * beam, 1], seed=(3, 1))
+
+    def timed(select):
+        @tf.function(jit_compile=xla)
+        def run():
+            def body(step, carry):
+                best = select(scores, logits + carry, sentences, beam)
+                return step + 1, carry + 1e-30 * tf.reduce_sum(best)
+
+            return tf.while_loop(lambda step, _: step < _TIMED_STEPS, body, (0, 0.0))[1]
+
+        return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
+
+    return min(timed(select_whole), timed(select_per_row))
+
+
 def square_product_flops_per_second():
     """The float32 rate of a `_SQUARE`-sided product (oneDNN, every core)."""
     a = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 0))
@@ -142,7 +188,8 @@ def search_flops(model, steps, source_lengths, beam_size):
 
 def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_config):
     """The float32 floors of batch 1 (ms per sentence over the first `latency_sentences`)
-    and of batches of `batch_size` (sentences per second over all `sentences`).
+    and of batches of `batch_size` (sentences per second over all `sentences`): of the
+    matrix products alone, and of the products and the beam selection.
 
     Returns:
         A dict of the floors and what they are made of.
@@ -156,12 +203,28 @@ def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_co
         square_product_flops_per_second(),
         batch_size * beam * _flops(decoder) / batched_step_seconds,
     )
+    vocab = model.decoder.vocab_size
+    select_seconds = min(selection_seconds(vocab, beam, 1, xla) for xla in (True, False))
+    # Per sentence and step, at batch_size sentences a step.
+    batched_select_seconds = (
+        min(selection_seconds(vocab, beam, batch_size, xla) for xla in (True, False)) / batch_size
+    )
     encoder_flops, flops = search_flops(model, steps, source_lengths, beam)
     first = slice(0, latency_sentences)
     batch1_seconds = steps[first] * step_seconds + encoder_flops[first] / peak
+    products_seconds = float(np.sum(flops)) / peak
+    select_total_seconds = float(np.sum(steps)) * batched_select_seconds
     return {
         "floor_batch1_ms": round(1000.0 * float(np.mean(batch1_seconds)), 2),
-        "floor_batch_sentences_per_sec": round(len(sentences) * peak / float(np.sum(flops)), 2),
+        "floor_batch_sentences_per_sec": round(len(sentences) / products_seconds, 2),
+        "floor_selection_batch1_ms": round(
+            1000.0 * float(np.mean(batch1_seconds + steps[first] * select_seconds)), 2
+        ),
+        "floor_selection_batch_sentences_per_sec": round(
+            len(sentences) / (products_seconds + select_total_seconds), 2
+        ),
+        "floor_step_selection_ms_batch1": round(1000.0 * select_seconds, 4),
+        "floor_step_selection_ms_per_sentence_batch": round(1000.0 * batched_select_seconds, 4),
         "floor_mean_steps": round(float(np.mean(steps)), 2),
         "floor_step_products_ms_batch1": round(1000.0 * step_seconds, 4),
         "floor_peak_gflops": round(peak / 1e9, 1),

@@ -1,10 +1,12 @@
-"""The operation count of benchmarks.float32_floor (its timings are the benchmark's)."""
+"""The operation count and beam selections of benchmarks.float32_floor (its timings are
+the benchmark's)."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers.models import small_model_config
 
-from benchmarks.float32_floor import search_flops
+from benchmarks.float32_floor import search_flops, select_per_row, select_whole
 from convs2s_tf.models import ConvS2S
 
 
@@ -36,4 +38,15 @@ def test_every_matrix_a_search_multiplies_is_counted_once_per_row(shared):
     attention = blocks * 4 * width * source_lengths
     np.testing.assert_array_equal(
         search, encoder_row * source_lengths + beam * steps * (decoder_row + attention)
+    )
+
+
+def test_both_selections_find_the_same_candidates():
+    sentences, beam, vocab = 3, 4, 50
+    logits = tf.random.stateless_normal([sentences * beam, vocab], seed=(5, 0))
+    scores = tf.random.stateless_normal([sentences * beam, 1], seed=(5, 1))
+    whole = select_whole(scores, logits, sentences, beam).numpy()
+    assert whole.shape == (sentences, 2 * beam)
+    np.testing.assert_allclose(
+        select_per_row(scores, logits, sentences, beam).numpy(), whole, atol=1e-5
     )
