@@ -20,8 +20,8 @@ fairseq's other defaults unless the flags say otherwise):
   (first request included), the same again (warm), and batches of --batch_size over the
   split, first pass counted;
 * `floor`: how fast any float32 search of the same model could be here, its matrix
-  products alone at the rates measured on this CPU (`benchmarks.float32_floor`): the
-  ratios the translations' float32 products allow at best;
+  products alone, and those with each step's beam selection, at the rates measured on
+  this CPU (`benchmarks.float32_floor`): the ratios identical translations allow at best;
 * `whole_process`: wall time of `python -m pipelines.translate --model_dir=RUN` against
   fairseq-interactive (`--bpe sentencepiece`, raw text in both; its batch as translate's
   default, its buffer the whole input) on the split, and on its first sentence alone; and
@@ -223,7 +223,8 @@ class Comparison:
         self.translations["fresh SavedModel"] = in_corpus_order(read_lines(output), self.order)
 
     def measure_floor(self):
-        """The float32 floors: the model's matrix products alone (`benchmarks.float32_floor`)."""
+        """The float32 floors: the model's matrix products, alone and with the beam selection
+        (`benchmarks.float32_floor`)."""
         from benchmarks.float32_floor import floors
         from convs2s_tf.runs import load_trained_model
 
