@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from helpers.models import small_model_config
 
-from benchmarks.float32_floor import search_flops, select_per_row, select_whole
+from benchmarks.float32_floor import search_flops, select_chunked, select_per_row, select_whole
 from convs2s_tf.models import ConvS2S
 
 
@@ -42,11 +42,12 @@ def test_every_matrix_a_search_multiplies_is_counted_once_per_row(shared):
 
 
 def test_both_selections_find_the_same_candidates():
-    sentences, beam, vocab = 3, 4, 50
+    sentences, beam, vocab = 3, 4, 400
     logits = tf.random.stateless_normal([sentences * beam, vocab], seed=(5, 0))
     scores = tf.random.stateless_normal([sentences * beam, 1], seed=(5, 1))
     whole = select_whole(scores, logits, sentences, beam).numpy()
     assert whole.shape == (sentences, 2 * beam)
-    np.testing.assert_allclose(
-        select_per_row(scores, logits, sentences, beam).numpy(), whole, atol=1e-5
-    )
+    for select in (select_per_row, select_chunked):
+        np.testing.assert_allclose(
+            select(scores, logits, sentences, beam).numpy(), whole, atol=1e-5
+        )
