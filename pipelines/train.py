@@ -42,6 +42,8 @@ def main(argv):
         **{k: v for k, v in vars(training_config).items()},
         "max_tokens": FLAGS.max_tokens,
         "preset": FLAGS.preset,
+        "max_train_minutes": FLAGS.max_train_minutes,
+        "anneal_final_minutes": FLAGS.anneal_final_minutes,
     }
     try:
         result = run_training(
@@ -53,6 +55,7 @@ def main(argv):
             pipeline_flags.eval_dataset_kwargs(),
             strategy_name=FLAGS.strategy,
             max_train_minutes=FLAGS.max_train_minutes,
+            anneal_final_minutes=FLAGS.anneal_final_minutes,
             test_beam_size=FLAGS.test_beam_size,
             hparams=hparams,
         )

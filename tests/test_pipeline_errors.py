@@ -285,3 +285,15 @@ def test_search_flags_default_to_search_config_and_validate_with_its_messages():
         with pytest.raises(flags.ValidationError) as raised:
             pipeline_flags.search_config_from_flags(_parsed(*arguments))
         assert str(raised.value) == str(expected.value)
+
+
+def test_cooldown_needs_a_time_limit_longer_than_itself():
+    parsed = _parsed("--max_train_minutes=58", "--anneal_final_minutes=5")
+    assert parsed.anneal_final_minutes == 5.0
+    for arguments in (
+        ["--anneal_final_minutes=5"],
+        ["--max_train_minutes=5", "--anneal_final_minutes=5"],
+        ["--max_train_minutes=58", "--anneal_final_minutes=-1"],
+    ):
+        with pytest.raises(flags.IllegalFlagValueError, match="--anneal_final_minutes needs"):
+            _parsed(*arguments)

@@ -67,8 +67,15 @@ def anneal_learning_rate(schedule, learning_rate, optimizer, valid_loss):
     rate = float(learning_rate.numpy())
     new_rate = schedule.step(valid_loss, rate)
     if new_rate != rate:
-        # The optimiser rescales its velocity to the new rate at the next update.
-        learning_rate.assign(new_rate)
-        optimizer.learning_rate.assign(new_rate)
-        logging.info("Validation loss did not improve: learning rate %g -> %g.", rate, new_rate)
+        set_learning_rate(learning_rate, optimizer, new_rate, "validation loss did not improve")
     return new_rate
+
+
+def set_learning_rate(learning_rate, optimizer, new_rate, reason):
+    """Sets the checkpointed rate and the optimiser's to `new_rate`, logging `reason`.
+
+    The optimiser rescales its velocity to the new rate at the next update.
+    """
+    logging.info("Learning rate %g -> %g: %s.", float(learning_rate.numpy()), new_rate, reason)
+    learning_rate.assign(new_rate)
+    optimizer.learning_rate.assign(new_rate)

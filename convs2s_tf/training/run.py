@@ -39,17 +39,30 @@ class WallClockLimit:
     last as long as the one just finished, would end past the deadline (or if the
     deadline has passed). So a run never overshoots by a whole epoch, and every stop
     comes with a validated checkpoint.
+
+    With `final_minutes`, `final_minutes_began` is true at the first epoch end at most
+    that many minutes before the deadline, and only there: where a run the budget ends
+    at a high learning rate starts its cooldown.
     """
 
-    def __init__(self, minutes, clock=time.time):
+    def __init__(self, minutes, final_minutes=0.0, clock=time.time):
         self._clock = clock
         self._last_check = clock()
         self.deadline = self._last_check + 60.0 * minutes if minutes else None
+        self._final_start = (
+            self.deadline - 60.0 * final_minutes if self.deadline and final_minutes else None
+        )
 
     def expired(self):
         now = self._clock()
         epoch_seconds, self._last_check = now - self._last_check, now
         return self.deadline is not None and now + epoch_seconds > self.deadline
+
+    def final_minutes_began(self):
+        if self._final_start is None or self._clock() < self._final_start:
+            return False
+        self._final_start = None
+        return True
 
 
 def run_training(
@@ -61,12 +74,15 @@ def run_training(
     eval_dataset_kwargs,
     strategy_name="mirrored",
     max_train_minutes=0.0,
+    anneal_final_minutes=0.0,
     test_beam_size=5,
     hparams=None,
 ):
     """Trains on prepared data in `data_dir`, averages the last epoch ends if
     `training_config.average_last_n`, then reports the test BLEU of the model the run
-    ends with (the averaged one, else the best checkpoint).
+    ends with (the averaged one, else the best checkpoint). With `anneal_final_minutes`
+    (and `max_train_minutes`), the learning rate is shrunk once by the config's
+    `lr_shrink` at the first epoch end within that many minutes of the time limit.
 
     Returns:
         A dict with the training result and, if `test_beam_size`, the test scores.
@@ -102,8 +118,9 @@ def run_training(
             "vocabulary_sha256": file_sha256(prepared.sentencepiece_model_path),
         }
     )
-    limit = WallClockLimit(max_train_minutes)
+    limit = WallClockLimit(max_train_minutes, final_minutes=anneal_final_minutes)
     trainer.stop_condition = limit.expired
+    trainer.cooldown_condition = limit.final_minutes_began
     start = time.time()
     result = trainer.train(train_fn, valid, steps_per_epoch=stats.batches_per_epoch)
     result["train_seconds"] = time.time() - start

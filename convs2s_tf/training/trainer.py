@@ -11,7 +11,11 @@ from convs2s_tf.training.checkpointing import TrainingCheckpoints
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.losses import batch_loss_sums
-from convs2s_tf.training.plateau import PlateauSchedule, anneal_learning_rate
+from convs2s_tf.training.plateau import (
+    PlateauSchedule,
+    anneal_learning_rate,
+    set_learning_rate,
+)
 from convs2s_tf.training.progress import EpochProgress
 from convs2s_tf.training.strategies import is_chief
 from convs2s_tf.training.summaries import SummaryLogger
@@ -87,6 +91,9 @@ class Trainer:
         self._epoch_train_rate = 0.0
         # Optional callable checked at every epoch end (e.g. a wall-clock limit).
         self.stop_condition = None
+        # Optional callable checked at every complete epoch end: when true, the rate is
+        # shrunk once by lr_shrink (the cooldown before a time limit).
+        self.cooldown_condition = None
 
     def _create_accumulators(self):
         """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
@@ -323,6 +330,14 @@ class Trainer:
             results = self.validate(valid_dataset)
             validation_seconds = time.time() - started
             improved_loss = self._record_validation(results, anneal=complete)
+        if complete and self.cooldown_condition is not None and self.cooldown_condition():
+            rate = float(self.state.learning_rate.numpy())
+            set_learning_rate(
+                self.state.learning_rate,
+                self.optimizer,
+                rate * self.config.lr_shrink,
+                "the cooldown before the time limit",
+            )
         if complete:
             self.state.epoch.assign(epoch)
             self.state.epoch_batches.assign(0)

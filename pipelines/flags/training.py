@@ -42,6 +42,21 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "before it, judged by the last epoch's duration (0: no limit).",
         flag_values=flag_values,
     )
+    flags.DEFINE_float(
+        "anneal_final_minutes",
+        0.0,
+        "Cooldown: shrink the learning rate once by --lr_shrink at the first epoch end "
+        "within this many minutes of --max_train_minutes, so a run the time limit ends "
+        "before the plateau rule anneals it still ends at a low rate (0: none).",
+        flag_values=flag_values,
+    )
+    flags.register_multi_flags_validator(
+        ["anneal_final_minutes", "max_train_minutes"],
+        lambda values: not values["anneal_final_minutes"]
+        or 0 < values["anneal_final_minutes"] < values["max_train_minutes"],
+        message="--anneal_final_minutes needs --max_train_minutes and must be between 0 " "and it.",
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "test_beam_size",
         5,

@@ -53,3 +53,26 @@ def test_step_after_a_shrink_moves_by_the_new_rate(tmp_path):
         np.testing.assert_allclose(w1 - w0, expected, atol=1e-6)
         if abs(m0).max() > 1e-3:
             assert abs((1 + momentum) * m1 - momentum * m0 - (w1 - w0)).max() > 1e-4
+
+
+def test_cooldown_shrinks_the_rate_once_and_the_checkpoint_keeps_it(tmp_path):
+    config = dict(max_epochs=3, save_every_steps=0, valid_beam_size=0, lr_patience=100)
+    trainer = make_trainer(tmp_path, **config)
+    rates = []
+
+    def cooldown_at_second_epoch_end():
+        rates.append(float(trainer.state.learning_rate.numpy()))
+        return len(rates) == 2
+
+    trainer.cooldown_condition = cooldown_at_second_epoch_end
+    result = trainer.train(
+        lambda epoch, context: dataset(seed=epoch, batches=2),
+        valid_dataset=dataset(seed=99, batches=1),
+    )
+    # Checked at each epoch end, before the cooldown's shrink: 0.25 -> 0.025, once.
+    assert rates == pytest.approx([0.25, 0.25, 0.025])
+    assert result["learning_rate"] == pytest.approx(0.025)
+    assert float(trainer.optimizer.learning_rate.numpy()) == pytest.approx(0.025)
+    restored = make_trainer(tmp_path, **config)
+    restored.restore_or_initialize()
+    assert float(restored.state.learning_rate.numpy()) == pytest.approx(0.025)
