@@ -103,10 +103,15 @@ def step_product_seconds(matrices, rows, xla):
     return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
 
 
+def _best_of_each_sentence(candidates, sentences, beam):
+    """The best `2 x beam` of each sentence's candidates (`[sentences * beam, n]`)."""
+    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+
+
 def select_whole(scores, logits, sentences, beam):
     """The best `2 x beam` of each sentence over all its rows' log-probabilities."""
     candidates = scores + tf.nn.log_softmax(logits)
-    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+    return _best_of_each_sentence(candidates, sentences, beam)
 
 
 def select_per_row(scores, logits, sentences, beam):
@@ -115,7 +120,7 @@ def select_per_row(scores, logits, sentences, beam):
     (which still reads every logit), then merged per sentence."""
     best, _ = tf.math.top_k(logits, k=2 * beam)
     candidates = scores + best - tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
-    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+    return _best_of_each_sentence(candidates, sentences, beam)
 
 
 def select_chunked(scores, logits, sentences, beam):
@@ -124,7 +129,7 @@ def select_chunked(scores, logits, sentences, beam):
     no_bias = tf.zeros([1], tf.float32)
     best, _, row_max = _top_k_and_row_max(logits, no_bias, 2 * beam)
     candidates = scores + best - _log_normaliser(logits, row_max)
-    return tf.math.top_k(tf.reshape(candidates, [sentences, -1]), k=2 * beam)[0]
+    return _best_of_each_sentence(candidates, sentences, beam)
 
 
 def selection_seconds(vocab_size, beam, sentences, xla):

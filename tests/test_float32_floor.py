@@ -41,7 +41,7 @@ def test_every_matrix_a_search_multiplies_is_counted_once_per_row(shared):
     )
 
 
-def test_both_selections_find_the_same_candidates():
+def test_every_selection_finds_the_same_candidates():
     sentences, beam, vocab = 3, 4, 400
     logits = tf.random.stateless_normal([sentences * beam, vocab], seed=(5, 0))
     scores = tf.random.stateless_normal([sentences * beam, 1], seed=(5, 1))

@@ -54,7 +54,7 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         ["anneal_final_minutes", "max_train_minutes"],
         lambda values: not values["anneal_final_minutes"]
         or 0 < values["anneal_final_minutes"] < values["max_train_minutes"],
-        message="--anneal_final_minutes needs --max_train_minutes and must be between 0 " "and it.",
+        message="--anneal_final_minutes needs --max_train_minutes and must be between 0 and it.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
