@@ -40,9 +40,10 @@ class WallClockLimit:
     deadline has passed). So a run never overshoots by a whole epoch, and every stop
     comes with a validated checkpoint.
 
-    With `final_minutes`, `final_minutes_began` is true at the first epoch end at most
-    that many minutes before the deadline, and only there: where a run the budget ends
-    at a high learning rate starts its cooldown.
+    With `final_minutes`, `in_final_minutes` is true from the first check at most that
+    many minutes before the deadline: where a run the budget ends at a high learning
+    rate starts its cooldown (the trainer shrinks the rate once, at the first epoch end
+    where this holds on any worker).
     """
 
     def __init__(self, minutes, final_minutes=0.0, clock=time.time):
@@ -58,11 +59,8 @@ class WallClockLimit:
         epoch_seconds, self._last_check = now - self._last_check, now
         return self.deadline is not None and now + epoch_seconds > self.deadline
 
-    def final_minutes_began(self):
-        if self._final_start is None or self._clock() < self._final_start:
-            return False
-        self._final_start = None
-        return True
+    def in_final_minutes(self):
+        return self._final_start is not None and self._clock() >= self._final_start
 
 
 def run_training(
@@ -120,7 +118,7 @@ def run_training(
     )
     limit = WallClockLimit(max_train_minutes, final_minutes=anneal_final_minutes)
     trainer.stop_condition = limit.expired
-    trainer.cooldown_condition = limit.final_minutes_began
+    trainer.cooldown_condition = limit.in_final_minutes
     start = time.time()
     result = trainer.train(train_fn, valid, steps_per_epoch=stats.batches_per_epoch)
     result["train_seconds"] = time.time() - start

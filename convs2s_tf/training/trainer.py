@@ -91,9 +91,11 @@ class Trainer:
         self._epoch_train_rate = 0.0
         # Optional callable checked at every epoch end (e.g. a wall-clock limit).
         self.stop_condition = None
-        # Optional callable checked at every complete epoch end: when true, the rate is
-        # shrunk once by lr_shrink (the cooldown before a time limit).
+        # Optional callable checked at complete epoch ends until it first holds: the rate
+        # is then shrunk once by lr_shrink (the cooldown before a time limit).
         self.cooldown_condition = None
+        self._cooled_down = False
+        self._count_votes = None
 
     def _create_accumulators(self):
         """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
@@ -217,9 +219,26 @@ class Trainer:
             return "reached max_epochs"
         if float(self.state.learning_rate.numpy()) <= config.min_learning_rate:
             return f"learning rate reached the floor {config.min_learning_rate:g}"
-        if self.stop_condition is not None and self.stop_condition():
+        if self.stop_condition is not None and self._on_any_worker(self.stop_condition()):
             return "reached the time limit"
         return None
+
+    def _on_any_worker(self, holds):
+        """Whether `holds` is true on any worker, so that every worker takes a decision
+        from its own clock together (clocks differ between machines, and a worker that
+        stopped alone would leave the others waiting in their next all-reduce)."""
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return holds
+        if self._count_votes is None:
+
+            def count_votes(vote):
+                votes = self.strategy.run(tf.identity, args=(vote,))
+                return self.strategy.reduce(_SUM, votes, axis=None)
+
+            self._count_votes = tf.function(
+                count_votes, input_signature=[tf.TensorSpec([], tf.float32)]
+            )
+        return float(self._count_votes(tf.constant(float(holds)))) > 0
 
     def train(self, train_dataset_fn, valid_dataset=None, steps_per_epoch=None):
         """Trains until max_steps, max_epochs or the learning rate floor.
@@ -330,7 +349,13 @@ class Trainer:
             results = self.validate(valid_dataset)
             validation_seconds = time.time() - started
             improved_loss = self._record_validation(results, anneal=complete)
-        if complete and self.cooldown_condition is not None and self.cooldown_condition():
+        if (
+            complete
+            and not self._cooled_down
+            and self.cooldown_condition is not None
+            and self._on_any_worker(self.cooldown_condition())
+        ):
+            self._cooled_down = True
             rate = float(self.state.learning_rate.numpy())
             set_learning_rate(
                 self.state.learning_rate,

@@ -15,13 +15,13 @@ def test_wall_clock_limit_stops_before_an_epoch_would_overrun():
     assert not WallClockLimit(0, clock=lambda: now[0]).expired()
 
 
-def test_final_minutes_begin_once_at_the_first_epoch_end_inside_them():
+def test_final_minutes_hold_from_the_first_check_inside_them():
     now = [0.0]
     limit = WallClockLimit(10, final_minutes=3, clock=lambda: now[0])  # cooldown from 420 s
-    began = []
+    inside = []
     for epoch_end in (170.0, 340.0, 430.0, 510.0, 590.0):
         now[0] = epoch_end
-        began.append(limit.final_minutes_began())
-    assert began == [False, False, True, False, False]
-    assert not WallClockLimit(10, clock=lambda: now[0]).final_minutes_began()
-    assert not WallClockLimit(0, final_minutes=3, clock=lambda: now[0]).final_minutes_began()
+        inside.append(limit.in_final_minutes())
+    assert inside == [False, False, True, True, True]
+    assert not WallClockLimit(10, clock=lambda: now[0]).in_final_minutes()
+    assert not WallClockLimit(0, final_minutes=3, clock=lambda: now[0]).in_final_minutes()

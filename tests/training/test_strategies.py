@@ -27,7 +27,7 @@ def test_mirrored_update_equals_single_device():
     assert result["differences"]["empty_replica"] < 1e-5
 
 
-def test_multi_worker_training_ends_with_identical_weights(tmp_path):
+def test_multi_workers_take_clock_decisions_together_and_end_with_identical_weights(tmp_path):
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -58,7 +58,11 @@ def test_multi_worker_training_ends_with_identical_weights(tmp_path):
     finally:
         for process in processes:
             process.kill()
+    # Both stopped at worker 0's time limit (step 4 of 6), and both cooled down at worker
+    # 1's first epoch end, once.
     assert [o["step"] for o in outputs] == [4, 4]
+    assert [o["stop_reason"] for o in outputs] == ["reached the time limit"] * 2
+    assert [o["learning_rate"] for o in outputs] == pytest.approx([0.025, 0.025])
     first = np.load(tmp_path / "weights_0.npz")
     second = np.load(tmp_path / "weights_1.npz")
     assert len(first.files) == len(second.files) > 10
