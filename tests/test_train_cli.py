@@ -71,7 +71,7 @@ def _latest_step(model_dir):
     return int(state.model_checkpoint_path.rsplit("-", 1)[-1])
 
 
-def test_sigkill_mid_epoch_then_resume(small_corpus, tmp_path):
+def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tmp_path):
     data_dir, model_dir = tmp_path / "data", tmp_path / "run"
     command = _command(
         small_corpus,
@@ -111,6 +111,11 @@ def test_sigkill_mid_epoch_then_resume(small_corpus, tmp_path):
     # Re-running a finished command does no more steps.
     again = _run(command)
     assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
+    # The run directory describes its model: other model flags are refused, not resumed.
+    other = [*command, "--embed_dim=48"]
+    refused = _run(other)
+    assert refused.returncode != 0
+    assert "describes another model" in refused.stderr
 
 
 def _tags(directory):
@@ -185,15 +190,6 @@ def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, messa
     result = _run(_command(small_corpus, tmp_path / "data", tmp_path / "run", *extra))
     assert result.returncode != 0
     assert message in result.stderr
-
-
-def test_changed_model_flags_refuse_to_resume(small_corpus, tmp_path):
-    command = _command(small_corpus, tmp_path / "data", tmp_path / "run", "--max_steps=2")
-    assert _run(command).returncode == 0
-    other = [arg if not arg.startswith("--embed_dim") else "--embed_dim=48" for arg in command]
-    result = _run(other)
-    assert result.returncode != 0
-    assert "describes another model" in result.stderr
 
 
 def test_average_last_n_is_what_the_test_score_and_evaluate_use(small_corpus, tmp_path):
