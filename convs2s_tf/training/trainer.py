@@ -1,5 +1,6 @@
 """The training loop and its distributed steps."""
 
+import threading
 import time
 
 import keras
@@ -23,6 +24,18 @@ from convs2s_tf.training.training_state import TrainingState
 from convs2s_tf.training.validation import Validator
 
 _SUM = tf.distribute.ReduceOp.SUM
+
+
+def _release_in_background(holder):
+    """Deletes the tf.data iterator in the one-item list `holder`, its only reference, on
+    a thread of its own.
+
+    Deleting an iterator waits, idle, for a thread of its input pipeline: on this stack
+    the main thread sat in `RootDataset::Iterator::~Iterator` for 30-110 s at a third of
+    the epoch ends of a default run (a quarter of its time budget). Here the wait costs
+    nothing.
+    """
+    threading.Thread(target=holder.clear, name="release_iterator", daemon=True).start()
 
 
 class Trainer:
@@ -275,11 +288,7 @@ class Trainer:
             distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
             if self._train_step is None and self._accumulate_step is None:
                 self._build_steps(distributed.element_spec)
-            # A worker alone reads its epoch to the dataset's end: an iterator dropped
-            # before its end of sequence stalled the epoch end by 30-110 s in a third of
-            # the epochs of a default run. Repeated multi-worker datasets have no end.
-            last_batch = steps_per_epoch if multi_worker else None
-            stop_reason = self._train_epoch(epoch, distributed, steps_per_epoch, skip, last_batch)
+            stop_reason = self._train_epoch(epoch, distributed, steps_per_epoch, skip)
             if stop_reason is not None:
                 # Stopped inside the epoch: validate, log and checkpoint as at an epoch
                 # end (the epoch stays open, so a resumed run finishes it).
@@ -299,9 +308,9 @@ class Trainer:
             **last_valid,
         }
 
-    def _train_epoch(self, epoch, distributed, steps_per_epoch, skip, last_batch):
-        """Trains on one epoch's batches past the first `skip`, up to `last_batch` (None:
-        to the end of the dataset); returns why training stopped inside it, or None."""
+    def _train_epoch(self, epoch, distributed, steps_per_epoch, skip):
+        """Trains on one epoch's batches past the first `skip`; returns why training
+        stopped inside it, or None."""
         config = self.config
         progress = EpochProgress(
             self.summaries,
@@ -311,10 +320,10 @@ class Trainer:
         )
         batches = skip
         micro_batches = 0
-        iterator = iter(distributed)
-        while last_batch is None or batches < last_batch:
+        iterator = [iter(distributed)]  # the only reference: see _release_in_background
+        while steps_per_epoch is None or batches < steps_per_epoch:
             try:
-                batch = next(iterator)
+                batch = next(iterator[0])
             except StopIteration:
                 break
             batches += 1
@@ -334,11 +343,13 @@ class Trainer:
                 self.save()
             if config.max_steps and step >= config.max_steps:
                 self._epoch_train_rate = progress.tokens_per_second()
+                _release_in_background(iterator)
                 return "reached max_steps"
         if self.accumulators is not None and micro_batches % config.update_freq:
             # The epoch's last micro-batches still make one (smaller) update.
             self.divergence.record(self._apply_accumulated(), int(self.state.step.numpy()))
         self._epoch_train_rate = progress.tokens_per_second()
+        _release_in_background(iterator)
         return None
 
     # ------------------------------------------------------------- epoch ends
