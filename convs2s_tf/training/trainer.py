@@ -65,6 +65,7 @@ class Trainer:
         self.model_dir = self.run_directory.path
         self.strategy = strategy
         self.is_chief = is_chief(strategy)
+        self._multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         if config.dtype == "bfloat16":
             keras.mixed_precision.set_global_policy("mixed_bfloat16")
         keras.utils.set_random_seed(config.seed)
@@ -108,7 +109,6 @@ class Trainer:
         # is then shrunk once by lr_shrink (the cooldown before a time limit).
         self.cooldown_condition = None
         self._cooled_down = False
-        self._count_votes = None
 
     def _create_accumulators(self):
         """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
@@ -240,18 +240,14 @@ class Trainer:
         """Whether `holds` is true on any worker, so that every worker takes a decision
         from its own clock together (clocks differ between machines, and a worker that
         stopped alone would leave the others waiting in their next all-reduce)."""
-        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        if not self._multi_worker:
             return holds
-        if self._count_votes is None:
-
-            def count_votes(vote):
-                votes = self.strategy.run(tf.identity, args=(vote,))
-                return self.strategy.reduce(_SUM, votes, axis=None)
-
-            self._count_votes = tf.function(
-                count_votes, input_signature=[tf.TensorSpec([], tf.float32)]
-            )
         return float(self._count_votes(tf.constant(float(holds)))) > 0
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def _count_votes(self, vote):
+        votes = self.strategy.run(tf.identity, args=(vote,))
+        return self.strategy.reduce(_SUM, votes, axis=None)
 
     def train(self, train_dataset_fn, valid_dataset=None, steps_per_epoch=None):
         """Trains until max_steps, max_epochs or the learning rate floor.
@@ -270,8 +266,7 @@ class Trainer:
         self.restore_or_initialize()
         if self.is_chief:
             self.summaries.hparams(self.hparams)
-        multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        if multi_worker and not steps_per_epoch:
+        if self._multi_worker and not steps_per_epoch:
             raise ValueError("Multi-worker training needs steps_per_epoch.")
         last_valid = {}
         stop_reason = self._should_stop()
@@ -281,7 +276,7 @@ class Trainer:
 
             def dataset_fn(input_context, epoch=epoch, skip=skip):
                 dataset = train_dataset_fn(epoch, input_context)
-                if multi_worker:
+                if self._multi_worker:
                     dataset = dataset.repeat()
                 return dataset.skip(skip)
 
