@@ -33,9 +33,11 @@ def _release_in_background(holder):
     Deleting an iterator waits, idle, for a thread of its input pipeline: on this stack
     the main thread sat in `RootDataset::Iterator::~Iterator` for 30-110 s at a third of
     the epoch ends of a default run (a quarter of its time budget). Here the wait costs
-    nothing.
+    nothing. The thread is not a daemon: the interpreter waits for it at exit, since a
+    daemon thread stopped inside the C++ destructor aborts the process ("FATAL:
+    exception not rethrown").
     """
-    threading.Thread(target=holder.clear, name="release_iterator", daemon=True).start()
+    threading.Thread(target=holder.clear, name="release_iterator").start()
 
 
 class Trainer:
