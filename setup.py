@@ -28,6 +28,10 @@ EXTRAS_REQUIRE = {
         "flake8>=7,<8",
         "black>=24",
         "isort>=5.13",
+        # The type checker of scripts/run_tests.sh (configured in pyproject.toml), and the
+        # stubs of the one dependency that ships its types separately.
+        "mypy>=2.4,<3",
+        "types-grpcio",
     ],
     # pipelines.import_fairseq reads fairseq checkpoints with PyTorch (torch.load with
     # weights_only=True and safe_globals). Install the CPU build first where pip would

@@ -86,7 +86,7 @@ def main(argv):
     from convs2s_tf.decoding.recompute_search import recompute_beam_search
     from convs2s_tf.evaluation import corpus_scores
     from convs2s_tf.export import TranslationModule, export_translator, latest_version_dir
-    from convs2s_tf.inference import Translator
+    from convs2s_tf.inference import open_saved_model
     from convs2s_tf.runs import load_trained_model
 
     search = SearchConfig(max_len_a=1.2, max_len_b=10)
@@ -149,7 +149,7 @@ def main(argv):
 
     def measure_saved_model(name, path):
         # Warmed up on the whole set first, as TF Serving warms up from its warm-up file.
-        translator = Translator.from_saved_model(path)
+        translator = open_saved_model(path)
 
         def translate(batch):
             return [text for ((text, _),) in translator.translate(batch)]

@@ -5,7 +5,7 @@
 
 Exports --model_dir with the defaults of `pipelines.export` (no speed flags) to a
 temporary directory, unless --saved_model names an export. Then, each in a new Python
-process that imports TensorFlow, loads the export with `Translator.from_saved_model`
+process that imports TensorFlow, loads the export with `open_saved_model`
 (which replays its warm-up requests, as TF Serving does) and translates the test split
 (test_2016_flickr, 1,000 sentences, beam 5 and the other search settings of the export):
 
@@ -45,10 +45,10 @@ FLAGS = flags.FLAGS
 def _load(path):
     import tensorflow_text  # noqa: F401
 
-    from convs2s_tf.inference import Translator
+    from convs2s_tf.inference import open_saved_model
 
     start = time.perf_counter()
-    translator = Translator.from_saved_model(path)
+    translator = open_saved_model(path)
     return translator, time.perf_counter() - start
 
 

@@ -1,4 +1,5 @@
-"""fairseq's command-line tools as `benchmarks.compare_fairseq` runs them, and their output.
+"""fairseq's command-line tools as `benchmarks.compare_fairseq` (and
+`benchmarks.compare_fairseq_training`) run them, and their output.
 
 Every tool runs as `python -m fairseq_cli.TOOL` (what the `fairseq-TOOL` scripts call),
 in the interpreter running the benchmark, on the CPU. `fairseq-generate`'s timer covers
@@ -86,9 +87,10 @@ def detokenized_hypotheses(stdout, count):
     return [found[index] for index in range(count)]
 
 
-def preprocess(export, pieces_prefixes, destination, cwd):
+def preprocess(export, pieces_prefixes, destination, cwd, subset="test"):
     """Binarises the pieces files `PREFIX.SRC`/`PREFIX.TGT` of each prefix with the
-    exported dictionaries: subsets `test`, `test1`, ... of `destination`."""
+    exported dictionaries (`export.output_dir/dict.LANG.txt`): subsets `test`, `test1`, ...
+    of `destination` (`train`, `train1`, ... with `subset="train"`)."""
     dictionaries = {
         lang: os.path.join(export.output_dir, f"dict.{lang}.txt")
         for lang in (export.source_lang, export.target_lang)
@@ -100,7 +102,7 @@ def preprocess(export, pieces_prefixes, destination, cwd):
             f"--target-lang={export.target_lang}",
             f"--srcdict={dictionaries[export.source_lang]}",
             f"--tgtdict={dictionaries[export.target_lang]}",
-            f"--testpref={','.join(pieces_prefixes)}",
+            f"--{subset}pref={','.join(pieces_prefixes)}",
             f"--destdir={destination}",
             "--workers=1",
         ),

@@ -34,7 +34,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from convs2s_tf.decoding import beam_search, search_kwargs
+from convs2s_tf.decoding import beam_search
 from convs2s_tf.decoding.candidates import _log_normaliser, _top_k_and_row_max
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -169,7 +169,7 @@ def sentence_steps(model, tokenizer, sentences, search_config, batch_size=64):
     steps, source_lengths = [], []
     for start in range(0, len(sentences), batch_size):
         ids = tokenizer.encode_with_eos(tf.constant(sentences[start : start + batch_size]))
-        output = beam_search(model, ids.to_tensor(PAD_ID), **search_kwargs(search))
+        output = beam_search(model, ids.to_tensor(PAD_ID), search)
         steps += output.lengths.numpy().max(axis=1).tolist()
         source_lengths += ids.row_lengths().numpy().tolist()
     return np.array(steps), np.array(source_lengths)

@@ -4,7 +4,7 @@
         --throughput_input=SORTED.txt --output=TRANSLATIONS.txt [--batch_size=128]
 
 In one new process, in this order: the imports (TensorFlow, tensorflow-text, the
-project's translator), the load (`Translator.from_saved_model`), every line of
+project's translator), the load (`open_saved_model`), every line of
 --latency_input one request at a time (the first request included in the mean, and
 reported alone), the same lines again (warm), then --throughput_input in batches of
 --batch_size (the first pass, compilation and all, counted). Writes the batched
@@ -62,10 +62,10 @@ def main(argv):
     import tensorflow  # noqa: F401
     import tensorflow_text  # noqa: F401
 
-    from convs2s_tf.inference import Translator
+    from convs2s_tf.inference import open_saved_model
 
     imported = time.perf_counter()
-    translator = Translator.from_saved_model(FLAGS.saved_model)
+    translator = open_saved_model(FLAGS.saved_model)
     loaded = time.perf_counter()
     first = request_milliseconds(translator, _lines(FLAGS.latency_input))
     warm = request_milliseconds(translator, _lines(FLAGS.latency_input))

@@ -64,7 +64,7 @@ def _translator(loaded, shortlist):
 def _mean_set_size(shortlist, tokenizer, sentences, batch_size):
     import tensorflow as tf
 
-    from convs2s_tf.inference.batching import length_sorted_batches
+    from convs2s_tf.inference.translator import length_sorted_batches
     from convs2s_tf.vocabulary import EOS_ID
 
     ids = tokenizer.encode(tf.constant(sentences)).to_list()

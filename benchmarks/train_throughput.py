@@ -3,6 +3,9 @@
     python -m benchmarks.train_throughput [--preset=iwslt_de_en] [--max_tokens=4000] \
         [--steps=0] [--variants=float32,xla,bfloat16]
 
+(`--preset=config`: the model of configs/multi30k_en_de.cfg, its preset with the config's
+overrides. `benchmarks.compare_fairseq_training` runs this measurement beside fairseq's.)
+
 Uses the real input pipeline and the real training step (forward, loss, backward,
 all-reduce, clipping, Nesterov update) of `convs2s_tf.training.Trainer`, on the prepared
 Multi30k en-de data of configs/multi30k_en_de.cfg (prepared first if needed), in the
@@ -23,10 +26,14 @@ import time
 
 from absl import app, flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLAGFILE = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
+from benchmarks.config_models import CONFIG_MODEL, FLAGFILE, ROOT, model_config
 
-flags.DEFINE_string("preset", "iwslt_de_en", "Architecture preset to train.")
+flags.DEFINE_string(
+    "preset",
+    "iwslt_de_en",
+    f"Architecture preset to train, or {CONFIG_MODEL!r}: the model of "
+    "configs/multi30k_en_de.cfg (its preset and the config's overrides).",
+)
 flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch (the authors' recipe: 4000).")
 flags.DEFINE_integer(
     "steps", 0, "Timed training steps per variant (0: one whole epoch, a run's true rate)."
@@ -51,13 +58,14 @@ def measure(variant):
     train_fn = TrainingDatasetFn(
         *prepared.split_paths("train"), tokenizer, max_tokens=FLAGS.max_tokens
     )
+    model = model_config(FLAGS.preset, tokenizer.vocab_size)
     config = TrainingConfig(
         dtype="bfloat16" if variant == "bfloat16" else "float32",
         xla=variant == "xla",
         progress_bar=False,
     )
     trainer = Trainer(
-        lambda: ConvS2S.from_preset(FLAGS.preset, tokenizer.vocab_size, tokenizer.vocab_size),
+        lambda: ConvS2S(**model),
         config,
         tempfile.mkdtemp(),
         create_strategy("mirrored"),
@@ -80,6 +88,8 @@ def measure(variant):
     seconds = time.perf_counter() - start
     return {
         "target_tokens_per_sec": tokens / seconds,
+        "target_tokens": tokens,
+        "parameters": int(sum(v.shape.num_elements() for v in trainer.model.trainable_variables)),
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         "seconds": seconds,

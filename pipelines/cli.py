@@ -5,9 +5,14 @@ file, a run directory from another vocabulary, a flag combination that cannot wo
 corrupt checkpoint) ends the process with ONE line on stderr, `NAME: error: MESSAGE`,
 and exit status 2. Any other exception is a bug and keeps its traceback (exit status 1).
 With --verbosity=0 a user error's traceback is logged too.
+
+The library names its own parameters in its messages, in backticks (`beam_size`,
+`nbest=3`); the line printed here names the flags instead (--beam_size, --nbest=3), so a
+command-line user reads the command line's vocabulary (`flag_names`).
 """
 
 import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -58,10 +63,47 @@ def user_errors():
     )
 
 
+# Library parameters whose flag has another name: {parameter: flag}. Every other
+# parameter that a message names is the flag of the same name, where one is defined.
+FLAG_ALIASES = {
+    # Translator.check_request(attention=True): translate's attention images.
+    "attention": "attention_dir",
+    # build_shortlist's training text.
+    "source_file": "shortlist_source",
+    "target_file": "shortlist_target",
+}
+
+# A parameter as the library's messages name it: `name` or `name=value`.
+_BACKTICKED_PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(?:=([^`]*))?`")
+
+
+def flag_names(message, flag_values=None):
+    """`message` with each parameter named in backticks that is a flag of `flag_values`
+    (default: the process' flags), under its own name or its `FLAG_ALIASES` one, written
+    as the flag: `nbest=3` -> --nbest=3 (a quoted value unquoted: `invalid_utf8='replace'`
+    -> --invalid_utf8=replace). Other backticked text stays as it is.
+    """
+    flag_values = FLAGS if flag_values is None else flag_values
+
+    def replace(match):
+        name, value = match.groups()
+        flag = FLAG_ALIASES.get(name, name)
+        if flag not in flag_values:
+            return match.group(0)
+        if value is None:
+            return f"--{flag}"
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        return f"--{flag}={value}"
+
+    return _BACKTICKED_PARAMETER.sub(replace, message)
+
+
 def one_line(error):
-    """`error`'s message on one line (multi-line messages joined with spaces)."""
+    """`error`'s message on one line (multi-line messages joined with spaces), naming the
+    flags where the library names its parameters (`flag_names`)."""
     message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
-    return message or type(error).__name__
+    return flag_names(message) if message else type(error).__name__
 
 
 def fail(error):

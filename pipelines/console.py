@@ -12,8 +12,8 @@ given in a flagfile sets the Python logs only).
 
 Importing TensorFlow imports all of Keras, and Keras imports scikit-learn, matplotlib's
 pyplot and IPython if they are installed, for features no pipeline uses (its scikit-learn
-wrappers, image galleries, notebook detection): a third of TensorFlow's import time on a
-2-core machine (0.9 s of 2.6 s). `import_tensorflow` hides them while TensorFlow imports
+wrappers, image galleries, notebook detection): about a third of TensorFlow's import
+time (docs/performance.md). `import_tensorflow` hides them while TensorFlow imports
 (Keras treats each as absent); they stay importable afterwards.
 """
 

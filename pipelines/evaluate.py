@@ -38,6 +38,17 @@ def _check_exists(path, what):
         raise app.UsageError(f"{what} file {path} does not exist.")
 
 
+def _run_data_dir():
+    """The prepared data named by --model_dir's run (the first run of an ensemble), so
+    that `--model_dir=RUN --split=test` works from any working directory."""
+    if not FLAGS.model_dir:
+        return None
+    from convs2s_tf.runs import RunDirectory
+
+    run = RunDirectory(FLAGS.model_dir.split(",")[0])
+    return run.data_dir(run.read_config())
+
+
 def _write_hypotheses(hypotheses, path):
     # "\n" only, as the corpus files are read, so line i stays sentence i.
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -58,9 +69,13 @@ def main(argv):
     else:
         from convs2s_tf.data.prepare import PreparedData
 
-        if not FLAGS.data_dir:
-            raise app.UsageError("Give --source and --reference, or --data_dir and --split.")
-        source_path, reference_path = PreparedData.load(FLAGS.data_dir).split_paths(FLAGS.split)
+        data_dir = FLAGS.data_dir or _run_data_dir()
+        if not data_dir:
+            raise app.UsageError(
+                "Give --source and --reference, or --data_dir and --split (a --model_dir "
+                "trained here names its own data)."
+            )
+        source_path, reference_path = PreparedData.load(data_dir).split_paths(FLAGS.split)
     _check_exists(source_path, "--source")
     _check_exists(reference_path, "--reference")
     sources = read_lines(source_path, invalid_utf8="replace")

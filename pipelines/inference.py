@@ -65,7 +65,7 @@ def translator_from_flags(search_config, nbest=1, attention=False):
             search_config=search_config,
             # A command translates its input once: an export's buckets compile when a
             # batch first needs one (translating a file in batches of 64 needs none),
-            # rather than all of them at load (7 s for the default export here).
+            # rather than all of them at load (seconds for the default export).
             warm_up=False,
             shortlist=None if FLAGS.saved_model else shortlist_from_flags(),
         )

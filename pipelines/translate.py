@@ -21,7 +21,7 @@ import sys
 from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines, split_lines
-from convs2s_tf.inference.batching import (
+from convs2s_tf.inference.translator import (
     IN_FLIGHT_BATCHES,
     length_sorted_batches,
     map_in_flight,
@@ -115,8 +115,8 @@ def search_one_batch_per_core():
     prepared or decoded meanwhile.
 
     A search step is a chain of small operations: spread over several cores, one batch
-    mostly waits for them to synchronise. On a 2-core machine the 1,000 test lines took
-    3.5 s with two batches on both cores each, 2.9 s with three on one core each.
+    mostly waits for them to synchronise, so one core per batch gets more done
+    (docs/performance.md).
     """
     import tensorflow as tf
 

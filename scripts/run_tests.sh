@@ -16,4 +16,5 @@ export TF_CPP_MIN_LOG_LEVEL=2 KERAS_BACKEND=tensorflow
 python3 -m flake8 convs2s_tf pipelines tests benchmarks
 python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
 python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
+python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
 python3 -m pytest --durations=15 "$@"

@@ -21,10 +21,11 @@ from convs2s_tf.export import (
 )
 from convs2s_tf.export.warmup import read_warmup_requests, replay_warmup_requests
 from convs2s_tf.inference import (
+    CheckpointTranslator,
     SavedModelTranslator,
     TokenIdsTranslator,
-    Translator,
     UnsupportedRequestError,
+    open_saved_model,
 )
 from convs2s_tf.runs import load_trained_model
 
@@ -168,7 +169,7 @@ def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
     )
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
     model, tokenizer, _, _ = load_trained_model(str(tiny_run))
-    translator = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG)
+    translator = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG)
     expected = translator.translate(TEXTS)
     served = outputs["serving_default"]
     assert served["translation"] == [hypotheses[0][0] for hypotheses in expected]
@@ -214,7 +215,7 @@ def test_saved_model_cli_run_uses_the_session_loader(exported):
 
 def test_bad_input_does_not_change_other_translations(tiny_run):
     model, tokenizer, _, _ = load_trained_model(str(tiny_run))
-    translator = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG)
+    translator = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG)
     mixed = translator.translate(TEXTS)
     assert len(mixed) == len(TEXTS)
     for index in (0, 1, 6):
@@ -240,10 +241,10 @@ def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
         + SEARCH_FLAGS
     )
     model, tokenizer, _, _ = load_trained_model(str(tiny_run), compute_dtype="bfloat16")
-    in_process = Translator.from_checkpoint(
+    in_process = CheckpointTranslator(
         model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16", xla=True)
     )
-    served = Translator.from_saved_model(str(export_dir))  # the base directory: its newest
+    served = open_saved_model(str(export_dir))  # the base directory: its newest
     assert isinstance(served, SavedModelTranslator) and served.beam_size == 3
     assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)
     with pytest.raises(UnsupportedRequestError, match="the SavedModel's beam size 3"):
@@ -268,7 +269,7 @@ def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
     requests = _warmup_requests(tmp_path / "ids" / "1")
     assert {request.model_spec.signature_name for request in requests} == {"translate_ids"}
     assert tf.make_ndarray(requests[-1].inputs["source_ids"]).dtype == np.int32
-    served = Translator.from_saved_model(version_dir)
+    served = open_saved_model(version_dir)
     assert isinstance(served, TokenIdsTranslator)
     for request in ({"nbest": 2}, {"attention": True}):
         with pytest.raises(UnsupportedRequestError, match="translate_ids signature only"):
@@ -277,7 +278,7 @@ def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
         served.translate_with_attention(["w1"])
     lines = ["w4 w5 w6", "w10 never-seen w11", ""]
     tokenizer = VocabularyTokenizer(dictionary, dictionary)
-    expected = Translator.from_checkpoint(model, tokenizer, SEARCH_CONFIG).translate(lines)
+    expected = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG).translate(lines)
     translations = served.translate(lines)
     assert [h[0][0] for h in translations] == [h[0][0] for h in expected]
     np.testing.assert_allclose(

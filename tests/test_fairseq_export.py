@@ -28,7 +28,7 @@ from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
 from convs2s_tf.data.bpe import train_bpe  # noqa: E402
-from convs2s_tf.decoding import beam_search  # noqa: E402
+from convs2s_tf.decoding import SearchConfig, beam_search  # noqa: E402
 from convs2s_tf.interop import fairseq_fconv  # noqa: E402
 from convs2s_tf.interop.fairseq_export import FairseqExportError, export_run  # noqa: E402
 from convs2s_tf.models import ConvS2S  # noqa: E402
@@ -172,10 +172,7 @@ def our_beam_search(model, sources, nbest=5):
     output = beam_search(
         model,
         tf.constant(sources, tf.int32),
-        beam_size=5,
-        max_len_a=0.0,
-        max_len_b=MAX_LEN_B,
-        nbest=nbest,
+        SearchConfig(beam_size=5, nbest=nbest, max_len_a=0.0, max_len_b=MAX_LEN_B),
     )
     tokens, lengths = output.tokens.numpy(), output.lengths.numpy()
     return [

@@ -178,11 +178,13 @@ def test_beam_search_matches_fairseq_generator(converted, dictionaries):
         lambda source: beam_search(
             model,
             source,
-            beam_size=5,
-            max_len_a=0.0,
-            max_len_b=MAX_LEN_B,
-            length_penalty=length_penalty,
-            nbest=5,
+            SearchConfig(
+                beam_size=5,
+                nbest=5,
+                max_len_a=0.0,
+                max_len_b=MAX_LEN_B,
+                length_penalty=length_penalty,
+            ),
         )
     )
     output = search(tf.constant(sources, tf.int32))
@@ -515,7 +517,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     import sentencepiece as spm
     from conftest import multi30k_lines
 
-    from convs2s_tf.inference import Translator
+    from convs2s_tf.inference import CheckpointTranslator
     from convs2s_tf.interop import tokenizer_for_run
     from convs2s_tf.runs import load_trained_model
 
@@ -540,7 +542,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
     texts = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
     model, tokenizer, _, _ = load_trained_model(str(run), tokenizer_factory=tokenizer_for_run)
     assert not tokenizer.pretokenized
-    translator = Translator.from_checkpoint(
+    translator = CheckpointTranslator(
         model, tokenizer, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)
     )
     ours = [hypotheses[0][0] for hypotheses in translator.translate(texts)]
@@ -554,7 +556,7 @@ def test_sentencepiece_text_in_and_out(tmp_path):
         str(run), sentencepiece_model="", tokenizer_factory=tokenizer_for_run
     )
     assert pretokenized.pretokenized
-    pieces_out = Translator.from_checkpoint(
+    pieces_out = CheckpointTranslator(
         model, pretokenized, SearchConfig(beam_size=5, max_len_a=0.0, max_len_b=8)
     ).translate(piece_lines)
     assert [hypotheses[0][0] for hypotheses in pieces_out] == expected

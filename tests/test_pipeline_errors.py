@@ -140,7 +140,7 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
         ("prepare_data", (with_config, "stray")): "Unexpected arguments: stray",
         ("train", (with_config, "--model_dir=")): "--model_dir is required.",
         ("translate", (with_config, f"--model_dir={missing}")): f"{missing}/config.json does "
-        "not exist",
+        "not exist: --model_dir must be a directory written by training",
         ("evaluate", (with_config, f"--saved_model={missing}", *paired_files)): (
             f"--saved_model={missing} does not exist."
         ),
@@ -171,6 +171,11 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
         ("translate", (f"--model_dir={tiny_run}", "--nbest=6", "--beam_size=5")): "--nbest=6 "
         "must be between 1 and --beam_size=5.",
         ("model_summary", ("--preset=nope",)): "flag --preset=nope: value should be one of",
+        # The library names its parameters (`checkpoint`); the command line, its flags.
+        ("translate", (f"--model_dir={tiny_run},{tiny_run}", "--checkpoint=ckpt-1")): (
+            "--checkpoint names 1 checkpoint(s) for 2 run directories in --model_dir: give one "
+            "per run"
+        ),
         (
             "average_checkpoints",
             (with_config, f"--model_dir={tiny_run}", "--last=5", f"--output_dir={missing}"),

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
 
-from convs2s_tf.decoding import beam_search, search_kwargs
+from convs2s_tf.decoding import beam_search
 from convs2s_tf.inference import load_inference_model, open_translator
 from convs2s_tf.shortlist import (
     Shortlist,
@@ -59,9 +59,8 @@ def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
     output = beam_search(
         loaded.model,
         source,
-        nbest=3,
+        SEARCH_CONFIG.replace(nbest=3),
         shortlist=ShortlistTable(loaded.shortlist),
-        **search_kwargs(SEARCH_CONFIG),
     )
     allowed = set(loaded.shortlist.candidate_ids(source.numpy()))
     assert set(output.tokens.numpy().ravel()) <= allowed

@@ -111,6 +111,10 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     # Re-running a finished command does no more steps.
     again = _run(command)
     assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
+    # The default (quiet) console says in one line that the re-run continues the run.
+    resumed_lines = [line for line in again.stdout.splitlines() if "Resumed from" in line]
+    assert len(resumed_lines) == 1
+    assert resumed_lines[0].startswith(f"Resumed from {model_dir}/checkpoints/ckpt-60: step 60,")
     # The run directory describes its model: other model flags are refused, not resumed.
     other = [*command, "--embed_dim=48"]
     refused = _run(other)

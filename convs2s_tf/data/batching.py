@@ -14,9 +14,9 @@ import tensorflow as tf
 
 # (bucket width, up to this padded length): every other length up to 64, multiples of
 # 8 up to 128, of 32 up to 256, ... Fine buckets at the lengths of most sentences keep
-# padding (computed for nothing) to ~1 token per side: on Multi30k, widths of 2 instead
-# of 8 raised training throughput by ~5% for 32 shapes instead of 8 (the step's
-# input_signature has `None` dims, so shapes cost no retracing).
+# padding (computed for nothing) to ~1 token per side, which is worth more training
+# throughput than the extra shapes cost (docs/performance.md): the step's
+# input_signature has `None` dims, so shapes cost no retracing.
 _BUCKET_STEPS = ((2, 64), (8, 128), (32, 256), (64, 512), (128, 1024), (256, 2048))
 
 

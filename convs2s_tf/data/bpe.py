@@ -73,7 +73,7 @@ def train_bpe(
         )
     except RuntimeError as error:
         if "Vocabulary size too high" in str(error):
-            raise ValueError(f"{error} (lower --vocab_size for this corpus)") from error
+            raise ValueError(f"{error} (lower `vocab_size` for this corpus)") from error
         raise
     model_path = f"{model_prefix}.model"
     _strip_directories(model_path)

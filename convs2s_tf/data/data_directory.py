@@ -43,8 +43,8 @@ class PreparedData:
         summary_path = os.path.join(data_dir, SUMMARY_FILE)
         if not os.path.isfile(summary_path):
             raise FileNotFoundError(
-                f"{summary_path} not found: prepare the data first, e.g. "
-                f"python -m pipelines.prepare_data --flagfile=... --data_dir={data_dir}"
+                f"{summary_path} not found: prepare the data first (`prepare_data`, or "
+                f"python -m pipelines.prepare_data with `data_dir={data_dir}`)."
             )
         with open(summary_path, encoding="utf-8") as file:
             summary = json.load(file)

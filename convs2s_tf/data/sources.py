@@ -71,6 +71,11 @@ class ParallelSource(abc.ABC):
         self.source_lang = source_lang
         self.target_lang = target_lang
 
+    @property
+    @abc.abstractmethod
+    def splits(self) -> tuple[str, ...]:
+        """The names of the corpus' splits."""
+
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """Returns a JSON-able identity of the inputs (names, versions, content hashes)."""
@@ -100,7 +105,10 @@ class LocalFilesSource(ParallelSource):
         if unknown:
             raise ValueError(f"Unknown split(s) {sorted(unknown)}; expected {SPLITS}.")
         if not split_prefixes.get("train"):
-            raise ValueError("A local corpus needs a training prefix (--train_prefix).")
+            raise ValueError(
+                'A local corpus needs a training prefix (`train_prefix`: the "train" entry '
+                "of `split_prefixes`)."
+            )
         self.split_prefixes = {split: prefix for split, prefix in split_prefixes.items() if prefix}
 
     def split_paths(self, split: str) -> tuple[str, str]:
@@ -147,7 +155,7 @@ def host_is_reachable(host: str, port: int = 443, timeout: float = 3.0) -> bool:
         return False
 
 
-def _wmt_download_hosts(builder) -> tuple[str, ...]:
+def _wmt_download_hosts(builder: Any) -> tuple[str, ...]:
     """Returns the hosts a tfds WMT builder downloads from (its subsets' URLs)."""
     try:
         from tensorflow_datasets.translate import wmt
@@ -158,7 +166,7 @@ def _wmt_download_hosts(builder) -> tuple[str, ...]:
             for subset_name in subsets:
                 url = wmt.DATASET_MAP[subset_name].get_url(source if source != "en" else target)
                 urls.extend(url if isinstance(url, list) else [url])
-        hosts = sorted({urlparse(url).hostname for url in urls if urlparse(url).hostname})
+        hosts = sorted({host for url in urls if (host := urlparse(url).hostname)})
         return tuple(hosts) or _DEFAULT_DOWNLOAD_HOSTS
     except Exception:  # noqa: BLE001 - tfds internals vary; any failure means "use defaults".
         return _DEFAULT_DOWNLOAD_HOSTS
@@ -169,12 +177,12 @@ def _unavailable_message(name: str, tfds_data_dir: str, unreachable: Sequence[st
     return (
         f"tfds dataset {name!r} is not prepared in {tfds_data_dir} and cannot be downloaded: "
         f"no connection to {', '.join(unreachable)}. Either\n"
-        f"  - use local files: --dataset=local --source_lang=... --target_lang=... "
-        f"--train_prefix=/path/train --valid_prefix=/path/valid --test_prefix=/path/test "
-        f"(files /path/train.{source or 'SRC'} and /path/train.{target or 'TGT'}, plain or "
-        f".gz, one sentence per line, aligned), or\n"
+        f"  - use local files: `dataset='local'` `source_lang=...` `target_lang=...` "
+        f"`train_prefix=/path/train` `valid_prefix=/path/valid` `test_prefix=/path/test` "
+        f"(a `PrepareConfig`'s `split_prefixes`; files /path/train.{source or 'SRC'} and "
+        f"/path/train.{target or 'TGT'}, plain or .gz, one sentence per line, aligned), or\n"
         f"  - prepare it with tfds on a machine with network access (tfds build {name}) and "
-        f"copy that tfds data directory here, passing it as --tfds_data_dir."
+        f"copy that tfds data directory here, passing it as `tfds_data_dir`."
     )
 
 
@@ -223,7 +231,7 @@ class TfdsSource(ParallelSource):
         return SPLITS
 
     def describe(self) -> dict[str, Any]:
-        description = {
+        description: dict[str, Any] = {
             "kind": "tfds",
             "name": self.name,
             "version": str(self.builder.version),

@@ -7,9 +7,9 @@ Lines are split on '\\n' only (a trailing '\\r' is dropped), exactly like
 
 import collections
 import gzip
+import io
 import os
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from convs2s_tf.data.errors import CorpusFileNotFoundError, InvalidUtf8Error, LineCountMismatchError
 
@@ -43,7 +43,7 @@ class LineDecoder:
             if self.invalid_utf8 == "error":
                 raise InvalidUtf8Error(
                     f"{origin}, line {line_number}: invalid UTF-8 at byte {error.start} "
-                    f"({error.reason}). Fix the file, or pass --invalid_utf8=replace to "
+                    f"({error.reason}). Fix the file, or pass `invalid_utf8='replace'` to "
                     "replace invalid bytes with U+FFFD and count the lines."
                 ) from error
             self.replaced_lines[origin] += 1
@@ -108,7 +108,7 @@ def resolve_corpus_file(prefix: str, language: str) -> str:
     )
 
 
-def open_text_file(path: str) -> BinaryIO:
+def open_text_file(path: str) -> io.BufferedIOBase:
     """Opens `path` for reading bytes, decompressing it if it is gzip (by content, not name)."""
     if not os.path.isfile(path):
         raise CorpusFileNotFoundError(f"Corpus file not found: {path}.")

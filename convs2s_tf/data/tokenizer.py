@@ -1,7 +1,7 @@
 """In-graph SentencePiece tokenisation for tf.data, training and SavedModel export.
 
 `Tokenizer` wraps ONE `tensorflow_text.SentencepieceTokenizer` per model (two instances of
-one model inside a parallel map were seen to give nondeterministic output); special tokens
+one model inside a parallel map can give nondeterministic output); special tokens
 are added with `tf.concat`, never by the tokenizer. It is a `tf.Module`: the serialized
 model travels with it into SavedModels as a tracked resource, and every method works
 eagerly, inside `tf.data` maps and inside `tf.function`s (no `py_function`).
@@ -51,8 +51,12 @@ class Tokenizer(tf.Module):
     """
 
     def __init__(
-        self, model_path: str | None = None, *, model_proto: bytes | None = None, name=None
-    ):
+        self,
+        model_path: str | None = None,
+        *,
+        model_proto: bytes | None = None,
+        name: str | None = None,
+    ) -> None:
         """Loads a model from `model_path` or from its serialized bytes `model_proto`.
 
         Raises:
@@ -103,7 +107,7 @@ class Tokenizer(tf.Module):
         )
         return before_eos & in_vocabulary & not_special
 
-    def decode(self, ids) -> tf.Tensor:
+    def decode(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """Returns the text of `ids`, cut at the first `</s>`.
 
         `<pad>`, `<s>` and ids outside the vocabulary (e.g. -1 fillers) are dropped rather
@@ -123,7 +127,7 @@ class Tokenizer(tf.Module):
         kept_ids = tf.ragged.boolean_mask(ids, self.decodable_mask(ids))
         return self._sentencepiece.detokenize(kept_ids)
 
-    def id_to_piece(self, ids) -> tf.Tensor:
+    def id_to_piece(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         """Returns the piece strings of `ids` (any shape, dense or ragged); ids outside the
         vocabulary give `<unk>`. For display, e.g. attention heatmap axes."""
         if isinstance(ids, tf.RaggedTensor):
@@ -133,7 +137,7 @@ class Tokenizer(tf.Module):
         safe_ids = tf.where(in_vocabulary, ids, vocabulary.UNK_ID)
         return self._sentencepiece.id_to_string(safe_ids)
 
-    def piece_to_id(self, pieces) -> tf.Tensor:
+    def piece_to_id(self, pieces: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         """Returns the ids of piece strings (unknown pieces give `<unk>`'s id)."""
         return self._sentencepiece.string_to_id(pieces)
 

@@ -7,7 +7,6 @@ from convs2s_tf.decoding.beam_search import (
     beam_search,
     best_hypothesis_function,
     max_output_lengths,
-    search_kwargs,
     top_k_with_special_bias,
 )
 from convs2s_tf.decoding.ensemble import Ensemble, combine_log_probs
@@ -23,6 +22,5 @@ __all__ = [
     "best_hypothesis_function",
     "combine_log_probs",
     "max_output_lengths",
-    "search_kwargs",
     "top_k_with_special_bias",
 ]

@@ -29,7 +29,10 @@ the log-softmax is never materialised over the vocabulary (candidates come from 
 raw logits, and only they are normalised by the log-sum-exp).
 """
 
-import collections
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import tensorflow as tf
 
@@ -45,6 +48,11 @@ from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.vocabulary import PAD_ID
 
+if TYPE_CHECKING:
+    from convs2s_tf.decoding.ensemble import Ensemble
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.shortlist.shortlist import ShortlistTable
+
 __all__ = [
     "MIN_LENGTH_ERROR",
     "SearchOutput",
@@ -53,27 +61,39 @@ __all__ = [
     "best_hypothesis_function",
     "max_output_lengths",
     "n_best",
-    "search_kwargs",
     "top_k_with_special_bias",
 ]
 
-SearchOutput = collections.namedtuple("SearchOutput", ["tokens", "scores", "lengths", "attention"])
-SearchOutput.__doc__ = """The n-best hypotheses of every sentence, best first.
 
-Fields:
-    tokens: `[batch, nbest, time]` int32, each ending in `</s>` then `<pad>`.
-    scores: `[batch, nbest]` float32, `sum log p / length ** alpha`.
-    lengths: `[batch, nbest]` int32, tokens including `</s>`.
-    attention: `[batch, nbest, time, source]` float32 attention averaged over the
-        decoder's attention blocks, or None when not requested.
-"""
+class SearchOutput(NamedTuple):
+    """The n-best hypotheses of every sentence, best first.
+
+    Fields:
+        tokens: `[batch, nbest, time]` int32, each ending in `</s>` then `<pad>`.
+        scores: `[batch, nbest]` float32, `sum log p / length ** alpha`.
+        lengths: `[batch, nbest]` int32, tokens including `</s>`.
+        attention: `[batch, nbest, time, source]` float32 attention averaged over the
+            decoder's attention blocks, or None when not requested.
+    """
+
+    tokens: tf.Tensor
+    scores: tf.Tensor
+    lengths: tf.Tensor
+    attention: tf.Tensor | None
+
 
 # First words of the error a search raises when `min_length` exceeds a sentence's
 # maximum output length (callers turn it into a message naming the flags).
 MIN_LENGTH_ERROR = "min_length exceeds the maximum output length of a sentence:"
 
 
-def max_output_lengths(source, max_len_a, max_len_b, limit, pad_id=PAD_ID):
+def max_output_lengths(
+    source: tf.Tensor,
+    max_len_a: float,
+    max_len_b: int,
+    limit: int | tf.Tensor,
+    pad_id: int = PAD_ID,
+) -> tf.Tensor:
     """Per sentence `min(int(a * source_length + b), limit)`, `source_length` counting `</s>`."""
     source_length = tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.float32), axis=1)
     lengths = tf.cast(max_len_a * source_length + max_len_b, tf.int32)
@@ -98,63 +118,65 @@ XLA_SOURCE_MULTIPLE = 16
 
 
 def beam_search(
-    model,
-    source,
-    beam_size=SearchConfig.beam_size,
-    max_len_a=SearchConfig.max_len_a,
-    max_len_b=SearchConfig.max_len_b,
-    min_length=SearchConfig.min_length,
-    length_penalty=SearchConfig.length_penalty,
-    unk_penalty=SearchConfig.unk_penalty,
-    nbest=SearchConfig.nbest,
-    return_attention=False,
-    xla=SearchConfig.xla,
-    kernels=None,
-    shortlist=None,
-):
-    """Translates `source` with beam search (greedy when `beam_size == 1`).
-
-    The defaults are `SearchConfig`'s; `search_kwargs` turns one into these arguments.
+    model: ConvS2S | Ensemble,
+    source: tf.Tensor,
+    search_config: SearchConfig | None = None,
+    *,
+    return_attention: bool = False,
+    kernels: Sequence[tf.Tensor | tf.Variable] | None = None,
+    shortlist: ShortlistTable | None = None,
+) -> SearchOutput:
+    """Translates `source` with beam search (greedy when `search_config.beam_size == 1`).
 
     Args:
         model: A `ConvS2S`.
         source: `[batch, source]` int32 token ids ending in `</s>`, padded with `<pad>`.
-        beam_size: Beam width `K`.
-        max_len_a: `a` of the maximum output length `a * source_length + b` (tokens
-            before `</s>`), never beyond what the position table allows.
-        max_len_b: `b` of the maximum output length.
-        min_length: Minimum number of tokens before `</s>`.
-        length_penalty: `alpha` in `score / length ** alpha` (1 = plain normalisation).
-        unk_penalty: Subtracted from the log-probability of `<unk>`.
-        nbest: Hypotheses returned per sentence (at most `beam_size`).
+        search_config: The `SearchConfig` (default: its defaults): beam size, `nbest`,
+            length limits (a maximum output length `max_len_a * source_length +
+            max_len_b`, never beyond what the position table allows), penalties and `xla`.
+            Its `dtype` is the model's own. With `xla` the decoder step is XLA-compiled
+            (the search bookkeeping stays in graph mode: XLA on the whole loop is far
+            slower on CPU); the step then keeps static shapes: finished sentences
+            stay in the batch and the source is padded to a multiple of
+            `XLA_SOURCE_MULTIPLE`, so it compiles once per batch size and source bucket
+            rather than at every step.
         return_attention: Also return each hypothesis' attention.
-        xla: XLA-compile the decoder step (the search bookkeeping stays in
-            graph mode: XLA on the whole loop was seen to be far slower on CPU). The
-            step then keeps static shapes: finished sentences stay in the batch and the
-            source is padded to a multiple of `XLA_SOURCE_MULTIPLE`, so it compiles
-            once per batch size and source bucket rather than at every step.
         kernels: The model's weight-normalised kernels from `fold_kernels`, when the
             caller keeps them (otherwise they are computed once per call).
         shortlist: A `ShortlistTable`: the batch is decoded against its candidate set
             (the log-softmax normalises over that set); None: the whole vocabulary.
 
     Returns:
-        A `SearchOutput`.
+        A `SearchOutput` of `search_config.nbest` hypotheses per sentence.
+
+    Example:
+
+    >>> from convs2s_tf.models import ConvS2S
+    >>> model = ConvS2S(20, 20, embed_dim=8, encoder_layers="[(8, 3)]",
+    ...                 decoder_layers="[(8, 3)]", decoder_out_embed_dim=8)
+    >>> model.build()
+    >>> config = SearchConfig(beam_size=3, nbest=2, max_len_b=4)
+    >>> beam_search(model, tf.constant([[5, 6, 2]]), config).tokens.shape[:2]
+    TensorShape([1, 2])
     """
+    config = SearchConfig() if search_config is None else search_config
+    beam_size, nbest, xla = config.beam_size, config.nbest, config.xla
     if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}.")
+        raise ValueError(f"`nbest` must be between 1 and `beam_size={beam_size}`, got {nbest}.")
     constants = StepConstants(
         beam_size=beam_size,
         vocab_size=model.decoder.vocab_size,
-        min_length=min_length,
-        length_penalty=length_penalty,
-        unk_penalty=unk_penalty,
+        min_length=config.min_length,
+        length_penalty=config.length_penalty,
+        unk_penalty=config.unk_penalty,
         return_attention=return_attention,
         xla=xla,
     )
     with frozen_kernels(model, kernels):
         source = tf.convert_to_tensor(source, tf.int32)
-        max_lengths = checked_max_lengths(model.decoder, source, max_len_a, max_len_b, min_length)
+        max_lengths = checked_max_lengths(
+            model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
+        )
         # Steps 0..max_length: the last may only end a hypothesis.
         max_steps = tf.reduce_max(max_lengths) + 1
         state = _initial_state(model, constants, source, max_lengths, max_steps)
@@ -286,32 +308,24 @@ def n_best_of(finished, nbest, finished_attention=None, source_length=None):
     )
 
 
-def search_kwargs(search_config):
-    """The `beam_search` arguments a `SearchConfig` sets (dtype is the model's own)."""
-    return dict(
-        beam_size=search_config.beam_size,
-        max_len_a=search_config.max_len_a,
-        max_len_b=search_config.max_len_b,
-        min_length=search_config.min_length,
-        length_penalty=search_config.length_penalty,
-        unk_penalty=search_config.unk_penalty,
-        xla=search_config.xla,
-    )
-
-
-def best_hypothesis_function(model, search_config):
+def best_hypothesis_function(
+    model: ConvS2S | Ensemble, search_config: SearchConfig
+) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """A `tf.function` from `[batch, source]` ids to the best hypothesis of each sentence.
 
-    One trace serves every batch and source shape (validation translation).
+    One trace serves every batch and source shape (validation translation); the search
+    is `search_config`'s with `nbest` 1.
 
     Returns:
         `search(source) -> (tokens, lengths)`, `[batch, time]` int32 ending in `</s>`
         then `<pad>`, and `[batch]` int32.
     """
 
+    best_only = search_config.replace(nbest=1)
+
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def search(source):
-        output = beam_search(model, source, **search_kwargs(search_config))
+    def search(source: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        output = beam_search(model, source, best_only)
         return output.tokens[:, 0], output.lengths[:, 0]
 
     return search

@@ -19,14 +19,15 @@ from convs2s_tf.vocabulary import EOS_ID
 def _chunk_size(vocab_size, k):
     """Columns per chunk of the two-pass top-k: a divisor of `vocab_size` (no padding
     copy) near `1.5 sqrt(vocab_size / k)`, which keeps both passes short (`vocab_size /
-    chunk` maxima, then `k * chunk` values): for 8,000 words and k = 10, chunks of 40
-    took a quarter less time over 640 rows than the chunks of 125 used before."""
+    chunk` maxima, then `k * chunk` values; docs/performance.md has the measurement)."""
     preferred = max(8, round(1.5 * math.sqrt(vocab_size / k)))
     divisors = [c for c in range(preferred // 2, 2 * preferred + 1) if vocab_size % c == 0]
     return min(divisors, key=lambda c: abs(c - preferred)) if divisors else preferred
 
 
-def top_k_with_special_bias(logits, special_bias, k, chunk=None):
+def top_k_with_special_bias(
+    logits: tf.Tensor, special_bias: tf.Tensor, k: int, chunk: int | None = None
+) -> tuple[tf.Tensor, tf.Tensor]:
     """`tf.math.top_k(logits + bias, k)` for a bias on the first few ids only, in two passes.
 
     The columns are cut into chunks of `chunk`. Every chunk holding one of the `k`

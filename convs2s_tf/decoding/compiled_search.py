@@ -23,7 +23,6 @@ from convs2s_tf.decoding.beam_search import (
     checked_max_lengths,
     n_best_of,
     round_up,
-    search_kwargs,
     search_loop,
 )
 from convs2s_tf.decoding.beam_state import initial_beam_state
@@ -128,10 +127,9 @@ class BucketedSearch:
         return beam_search(
             self.model,
             source,
-            nbest=nbest,
+            self.search_config.replace(nbest=nbest),
             kernels=self.kernels,
             shortlist=self.shortlist,
-            **search_kwargs(self.search_config),
         )
 
     def _bucketed(self, source, nbest):

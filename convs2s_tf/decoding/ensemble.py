@@ -14,15 +14,23 @@ An `Ensemble` offers the interface `beam_search` reads of a `ConvS2S` (`encode`,
 * attention is the mean of the members' attention.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
 
+if TYPE_CHECKING:
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.models.encoder_output import EncoderOutput
+
 __all__ = ["Ensemble", "combine_log_probs"]
 
 
-def combine_log_probs(member_logits):
+def combine_log_probs(member_logits: Sequence[tf.Tensor]) -> tf.Tensor:
     """The log of the members' mean probability: `logsumexp_m(log_softmax(l_m)) - log M`.
 
     Args:
@@ -117,7 +125,7 @@ class Ensemble(keras.layers.Layer):
 
     Example:
 
-    >>> from convs2s_tf.decoding import beam_search
+    >>> from convs2s_tf.decoding import SearchConfig, beam_search
     >>> from convs2s_tf.models import ConvS2S
     >>> def small():
     ...     model = ConvS2S(20, 20, embed_dim=8, encoder_layers="[(8, 3)]",
@@ -125,11 +133,12 @@ class Ensemble(keras.layers.Layer):
     ...     model.build()
     ...     return model
     >>> ensemble = Ensemble([small(), small()])
-    >>> beam_search(ensemble, tf.constant([[5, 6, 2]]), beam_size=2).tokens.shape[:2]
+    >>> output = beam_search(ensemble, tf.constant([[5, 6, 2]]), SearchConfig(beam_size=2))
+    >>> output.tokens.shape[:2]
     TensorShape([1, 1])
     """
 
-    def __init__(self, members, **kwargs):
+    def __init__(self, members: Iterable[ConvS2S], **kwargs: Any) -> None:
         kwargs.setdefault("name", "ensemble")
         super().__init__(**kwargs)
         members = list(members)
@@ -147,16 +156,16 @@ class Ensemble(keras.layers.Layer):
         self.built = True
 
     @property
-    def encoder(self):
+    def encoder(self) -> _EnsembleEncoder:
         """The members' common encoder facts (`vocab_size`, `max_length`)."""
         return _EnsembleEncoder(self.members)
 
     @property
-    def decoder(self):
+    def decoder(self) -> _EnsembleDecoder:
         """The decoder interface `beam_search` steps (see `_EnsembleDecoder.step`)."""
         return _EnsembleDecoder(self.members)
 
-    def encode(self, source, training=False):
+    def encode(self, source: tf.Tensor, training: bool = False) -> tuple[EncoderOutput, ...]:
         """A tuple of every member's `EncoderOutput` of `source`."""
         return tuple(member.encode(source, training=training) for member in self.members)
 

@@ -20,7 +20,7 @@ from convs2s_tf.vocabulary import EOS_ID
 
 
 def recompute_beam_search(model, source, search_config):
-    """`beam_search(model, source, **search_kwargs(search_config))` without caches.
+    """`beam_search(model, source, search_config)` without caches.
 
     Args:
         model: A `ConvS2S`.

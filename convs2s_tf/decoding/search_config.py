@@ -1,6 +1,9 @@
 """The one home of the beam-search settings and their defaults."""
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any
 
 COMPUTE_DTYPES = ("float32", "bfloat16")
 
@@ -43,7 +46,7 @@ class SearchConfig:
     dtype: str = "float32"
     xla: bool = False
 
-    def validate(self, model_max_length=None):
+    def validate(self, model_max_length: int | None = None) -> SearchConfig:
         """Raises ValueError naming the first setting that cannot work; returns self.
 
         Args:
@@ -51,35 +54,35 @@ class SearchConfig:
                 known: a `min_length` beyond it could never be met.
         """
         if self.beam_size < 1:
-            raise ValueError(f"--beam_size must be >= 1, got {self.beam_size}.")
+            raise ValueError(f"`beam_size` must be >= 1, got {self.beam_size}.")
         if not 1 <= self.nbest <= self.beam_size:
             raise ValueError(
-                f"--nbest={self.nbest} must be between 1 and --beam_size={self.beam_size}."
+                f"`nbest={self.nbest}` must be between 1 and `beam_size={self.beam_size}`."
             )
         if self.min_length < 0:
-            raise ValueError(f"--min_length must be >= 0, got {self.min_length}.")
+            raise ValueError(f"`min_length` must be >= 0, got {self.min_length}.")
         if self.max_len_a < 0 or self.max_len_b < 0:
-            raise ValueError("--max_len_a and --max_len_b must be >= 0.")
+            raise ValueError("`max_len_a` and `max_len_b` must be >= 0.")
         if self.max_len_a == 0 and self.min_length > self.max_len_b:
             # fairseq refuses min_len > max_len too ("please adjust these").
             raise ValueError(
-                f"--min_length={self.min_length} exceeds the maximum output length "
-                f"--max_len_b={self.max_len_b} (with --max_len_a=0): no translation could "
-                "end; lower --min_length or raise the maximum."
+                f"`min_length={self.min_length}` exceeds the maximum output length "
+                f"`max_len_b={self.max_len_b}` (with `max_len_a=0`): no translation could "
+                "end; lower `min_length` or raise the maximum."
             )
         if model_max_length is not None and self.min_length > model_max_length - 1:
             raise ValueError(
-                f"--min_length={self.min_length} exceeds the model's longest output "
+                f"`min_length={self.min_length}` exceeds the model's longest output "
                 f"({model_max_length - 1} tokens before </s>)."
             )
         if self.dtype not in COMPUTE_DTYPES:
             raise ValueError(f"dtype must be one of {COMPUTE_DTYPES}, got {self.dtype!r}.")
         return self
 
-    def max_length(self, source_length):
+    def max_length(self, source_length: int) -> int:
         """The maximum output length for a source of `source_length` tokens."""
         return int(self.max_len_a * source_length + self.max_len_b)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> SearchConfig:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)

@@ -1,9 +1,26 @@
 """Corpus BLEU and chrF with sacrebleu's defaults and signatures."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypedDict
+
 import sacrebleu
 
 
-def corpus_scores(hypotheses, references):
+class CorpusScores(TypedDict):
+    """What `corpus_scores` returns."""
+
+    bleu: float
+    bleu_signature: str
+    bleu_text: str
+    chrf: float
+    chrf_signature: str
+    bleu_lowercase_intl: float
+    bleu_lowercase_intl_signature: str
+
+
+def corpus_scores(hypotheses: Iterable[str], references: Iterable[str]) -> CorpusScores:
     """BLEU and chrF of detokenised `hypotheses` against one reference each.
 
     sacrebleu defaults: cased, 13a tokenisation, exponential smoothing. Also the

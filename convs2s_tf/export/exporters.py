@@ -22,8 +22,12 @@ while it loads the version (TF Serving needs `--xla_cpu_compilation_enabled=true
 `make_exporter(name, buckets=None)` exports graph-mode searches alone.
 """
 
+from __future__ import annotations
+
 import abc
 import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tensorflow as tf
 
@@ -43,17 +47,25 @@ from convs2s_tf.export.translation_module import (
 from convs2s_tf.export.warmup import ASSETS_EXTRA, WarmupRequest, write_warmup_requests
 from convs2s_tf.vocabulary import PAD_ID
 
-_EXPORTERS = {}
+if TYPE_CHECKING:
+    from convs2s_tf.data.tokenizer import Tokenizer
+    from convs2s_tf.interop.vocabulary_tokenizer import VocabularyTokenizer
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.runs import VocabularyFiles
+    from convs2s_tf.shortlist.shortlist import Shortlist
+
+_EXPORTERS: dict[str, type[Exporter]] = {}
+_E = TypeVar("_E", bound="Exporter")
 DEFAULT_BUCKETS = SearchBuckets()
 # Warm-up rows of translate_ids, cycled to fill each warm-up batch (ids beyond the
 # vocabulary become <unk>).
 WARMUP_IDS = ([4, 5, 6, 7], [8, 9, PAD_ID, PAD_ID])
 
 
-def register_exporter(name):
+def register_exporter(name: str) -> Callable[[type[_E]], type[_E]]:
     """Class decorator registering an `Exporter` subclass under `name`."""
 
-    def register(exporter_class):
+    def register(exporter_class: type[_E]) -> type[_E]:
         if name in _EXPORTERS:
             raise ValueError(f"An exporter named {name!r} is registered already.")
         if not issubclass(exporter_class, Exporter):
@@ -65,12 +77,12 @@ def register_exporter(name):
     return register
 
 
-def list_exporters():
+def list_exporters() -> list[str]:
     """The registered exporter names, sorted."""
     return sorted(_EXPORTERS)
 
 
-def make_exporter(name, **kwargs):
+def make_exporter(name: str, **kwargs: Any) -> Exporter:
     """A new exporter of the kind registered as `name`, built with `kwargs`.
 
     Raises:
@@ -93,22 +105,24 @@ class Exporter(abc.ABC):
             or None: the whole vocabulary.
     """
 
-    name = None  # set by `register_exporter`
+    name: str | None = None  # set by `register_exporter`
 
-    def __init__(self, buckets=DEFAULT_BUCKETS, shortlist=None):
+    def __init__(
+        self, buckets: SearchBuckets | None = DEFAULT_BUCKETS, shortlist: Shortlist | None = None
+    ) -> None:
         self.buckets = buckets
         self.shortlist = shortlist
 
     def export(
         self,
-        model,
-        export_dir,
+        model: ConvS2S | Ensemble,
+        export_dir: str,
         *,
-        tokenizer=None,
-        vocabulary_files=None,
-        search_config=None,
-        model_name=None,
-    ):
+        tokenizer: Tokenizer | VocabularyTokenizer | None = None,
+        vocabulary_files: VocabularyFiles | None = None,
+        search_config: SearchConfig | None = None,
+        model_name: str | None = None,
+    ) -> str:
         """Exports `model` to `export_dir/<next version>/`.
 
         Args:
@@ -131,7 +145,7 @@ class Exporter(abc.ABC):
         module = self.build_module(model, tokenizer, search_config)
         model_name = model_name or default_model_name(export_dir)
 
-        def write(directory):
+        def write(directory: str) -> None:
             tf.saved_model.save(module, directory, signatures=module.signatures())
             write_warmup_requests(directory, model_name, self.warmup_requests())
             for name, path in assets.items():
@@ -139,10 +153,10 @@ class Exporter(abc.ABC):
 
         return write_next_version(export_dir, write, model_name)
 
-    def compiled_buckets(self, search_config):
+    def compiled_buckets(self, search_config: SearchConfig | None) -> SearchBuckets | None:
         """The buckets of an export's search: `buckets` in float32, None in bfloat16.
 
-        XLA on CPU computes bfloat16 products without this CPU's bfloat16 units and rounds
+        XLA on CPU computes bfloat16 products without the CPU's bfloat16 units and rounds
         them differently from oneDNN's kernels, so compiled buckets would make a bfloat16
         export slower and change its translations at small batches.
         """
@@ -150,21 +164,26 @@ class Exporter(abc.ABC):
         return self.buckets if search_config.dtype == "float32" else None
 
     @abc.abstractmethod
-    def build_module(self, model, tokenizer, search_config):
+    def build_module(
+        self,
+        model: ConvS2S | Ensemble,
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None,
+    ) -> TranslationModule:
         """The `tf.Module` to save; its `signatures()` are what the export serves."""
 
     @abc.abstractmethod
-    def warmup_requests(self):
+    def warmup_requests(self) -> list[WarmupRequest]:
         """The `WarmupRequest`s TF Serving replays when it loads the export."""
 
-    def warmup_batch_sizes(self):
+    def warmup_batch_sizes(self) -> list[int]:
         """Batch sizes the warm-up requests of a searching signature cover: every
         compiled bucket's (so that none compiles on a client's request), then one batch
         above them, for the graph path."""
         sizes = list(self.buckets.batch_sizes) if self.buckets is not None else [1]
         return sizes + [sizes[-1] + 1]
 
-    def extra_assets(self, vocabulary_files):
+    def extra_assets(self, vocabulary_files: VocabularyFiles | None) -> dict[str, str]:
         """{file name: path} of the files copied into the export's `assets.extra/`."""
         del vocabulary_files  # most exports carry everything in the graph
         return {}
@@ -180,7 +199,7 @@ WARMUP_TEXTS = (
 )
 
 
-def _cycled(values, count):
+def _cycled(values: Sequence[Any], count: int) -> list[Any]:
     return [values[index % len(values)] for index in range(count)]
 
 
@@ -190,14 +209,19 @@ class TextExporter(Exporter):
     in, text out) and `translate_ids`, with the tokenizer in the graph; see
     `TranslationModule`."""
 
-    def build_module(self, model, tokenizer, search_config):
+    def build_module(
+        self,
+        model: ConvS2S | Ensemble,
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None,
+    ) -> TranslationModule:
         if tokenizer is None:
             raise ValueError("The text export needs the model's tokenizer.")
         buckets = self.compiled_buckets(search_config)
         return TranslationModule(model, tokenizer, search_config, buckets, self.shortlist)
 
-    def warmup_requests(self):
-        def text(count):
+    def warmup_requests(self) -> list[WarmupRequest]:
+        def text(count: int) -> dict[str, tf.Tensor]:
             return {TEXT_SPEC.name: tf.constant(_cycled(WARMUP_TEXTS, count), tf.string)}
 
         # serving_default in every bucket; each other signature once (the compiled
@@ -221,7 +245,12 @@ class EnsembleExporter(TextExporter):
     vocabularies (made into one).
     """
 
-    def build_module(self, model, tokenizer, search_config):
+    def build_module(
+        self,
+        model: ConvS2S | Ensemble | Sequence[ConvS2S],
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None,
+    ) -> TranslationModule:
         if isinstance(model, (list, tuple)):
             model = Ensemble(model)
         if not isinstance(model, Ensemble):
@@ -248,12 +277,17 @@ class TokenIdsExporter(Exporter):
     `target_dict.txt`) so that clients map tokens to ids exactly as the model does.
     """
 
-    def build_module(self, model, tokenizer, search_config):
+    def build_module(
+        self,
+        model: ConvS2S | Ensemble,
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None,
+    ) -> TranslationModule:
         del tokenizer  # the text stays outside the graph
         buckets = self.compiled_buckets(search_config)
         return TokenIdsTranslationModule(model, search_config, buckets, self.shortlist)
 
-    def warmup_requests(self):
+    def warmup_requests(self) -> list[WarmupRequest]:
         return [
             WarmupRequest(
                 IDS_SIGNATURE, {IDS_SPEC.name: tf.constant(_cycled(WARMUP_IDS, n), tf.int32)}
@@ -261,7 +295,7 @@ class TokenIdsExporter(Exporter):
             for n in self.warmup_batch_sizes()
         ]
 
-    def extra_assets(self, vocabulary_files):
+    def extra_assets(self, vocabulary_files: VocabularyFiles | None) -> dict[str, str]:
         if vocabulary_files is None:
             raise ValueError("The token_ids export ships the run's dictionaries: none given.")
         return {
@@ -270,7 +304,13 @@ class TokenIdsExporter(Exporter):
         }
 
 
-def export_translator(model, tokenizer, export_dir, search_config=None, model_name=None):
+def export_translator(
+    model: ConvS2S | Ensemble,
+    tokenizer: Tokenizer | VocabularyTokenizer,
+    export_dir: str,
+    search_config: SearchConfig | None = None,
+    model_name: str | None = None,
+) -> str:
     """`make_exporter("text").export(...)` in one call; returns the version directory."""
     return make_exporter("text").export(
         model, export_dir, tokenizer=tokenizer, search_config=search_config, model_name=model_name

@@ -7,8 +7,11 @@ atomically, and the server's model config and batching parameters beside them.
         batching_parameters.txt      tensorflow_model_server --batching_parameters_file
 """
 
+from __future__ import annotations
+
 import os
 import re
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -26,18 +29,18 @@ num_batch_threads { value: 2 }
 _SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 
 
-def _versions(base_path):
+def _versions(base_path: str) -> list[int]:
     names = tf.io.gfile.listdir(base_path) if tf.io.gfile.isdir(base_path) else []
     # gfile lists subdirectories of some filesystems with a trailing slash.
     return [int(name.rstrip("/")) for name in names if re.fullmatch(r"\d+/?", name)]
 
 
-def next_version(export_dir):
+def next_version(export_dir: str) -> int:
     """The next free integer version under `export_dir` (1 for a new directory)."""
     return max(_versions(export_dir), default=0) + 1
 
 
-def latest_version_dir(base_path):
+def latest_version_dir(base_path: str) -> str:
     """The newest `<base_path>/<version>` holding a saved_model.pb (what TF Serving serves).
 
     Raises:
@@ -53,7 +56,7 @@ def latest_version_dir(base_path):
     return os.path.join(base_path, str(max(versions)))
 
 
-def find_saved_model(path):
+def find_saved_model(path: str) -> str | None:
     """The SavedModel directory `path` names, or None.
 
     Args:
@@ -72,12 +75,12 @@ def find_saved_model(path):
     return None
 
 
-def default_model_name(export_dir):
+def default_model_name(export_dir: str) -> str:
     """The name TF Serving serves `export_dir` under: its base name."""
     return os.path.basename(os.path.normpath(export_dir))
 
 
-def write_server_configs(export_dir, model_name):
+def write_server_configs(export_dir: str, model_name: str) -> None:
     """Writes `models.config` and `batching_parameters.txt` next to the versions."""
     config = (
         "model_config_list {\n"
@@ -94,7 +97,9 @@ def write_server_configs(export_dir, model_name):
         f.write(BATCHING_PARAMETERS)
 
 
-def write_next_version(export_dir, write, model_name=None):
+def write_next_version(
+    export_dir: str, write: Callable[[str], object], model_name: str | None = None
+) -> str:
     """Writes the next version of `export_dir` atomically, then the server configs.
 
     Args:

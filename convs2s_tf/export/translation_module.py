@@ -1,13 +1,24 @@
 """The exported translators: `tf.Module`s whose signatures run the beam search in core TF
 and tf-text ops (strings or token ids in, translations out)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import tensorflow as tf
 
-from convs2s_tf.decoding import SearchConfig, beam_search, search_kwargs
-from convs2s_tf.decoding.compiled_search import BucketedSearch
+from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search
+from convs2s_tf.decoding.beam_search import SearchOutput
+from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
 from convs2s_tf.layers import fold_kernels
-from convs2s_tf.shortlist.shortlist import ShortlistTable
+from convs2s_tf.shortlist.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+if TYPE_CHECKING:
+    from convs2s_tf.data.tokenizer import Tokenizer
+    from convs2s_tf.interop.vocabulary_tokenizer import VocabularyTokenizer
+    from convs2s_tf.models import ConvS2S
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
@@ -18,8 +29,8 @@ IDS_SIGNATURE = "translate_ids"
 ATTENTION_SIGNATURE = "translate_with_attention"
 # The signatures are traced with autograph=False: the search is written in TensorFlow's
 # own control flow (tf.while_loop and the like), so AutoGraph would convert nothing,
-# yet its conversion of every function the search calls took 2.2 of the 2.5 s a
-# signature's trace took (2-core machine; the graph is the same op for op).
+# yet converting every function the search calls would be most of a signature's trace
+# time (the graph is the same op for op; docs/performance.md).
 
 
 class TranslationModule(tf.Module):
@@ -47,15 +58,22 @@ class TranslationModule(tf.Module):
     module is built, so it translates with the weights the model had then.
     """
 
-    def __init__(self, model, tokenizer, search_config=None, buckets=None, shortlist=None):
+    def __init__(
+        self,
+        model: ConvS2S | Ensemble,
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None = None,
+        buckets: SearchBuckets | None = None,
+        shortlist: Shortlist | None = None,
+    ) -> None:
         super().__init__(name="convs2s_translator")
         self.model = model
         self.tokenizer = tokenizer
         # Session-based loaders (TF Serving, saved_model_cli) only find variables reachable
-        # as tf.Variables; Keras 3 variables alone were seen to go missing there.
+        # as tf.Variables; Keras 3 variables alone can go missing there.
         self.model_variables = [variable.value for variable in model.variables]
         # The weight-normalised kernels g * v / ||v||, folded once here rather than at
-        # every call: at batch 1 recomputing them took a quarter of a translation. Build
+        # every call: at batch 1 recomputing them would be a quarter of a translation. Build
         # the module once the weights are final.
         self.folded_kernels = [
             tf.Variable(kernel, trainable=False, name="folded_kernel")
@@ -73,56 +91,63 @@ class TranslationModule(tf.Module):
         )
 
     # ------------------------------------------------------------- helpers
-    def encode_text(self, text):
+    def _text_tokenizer(self) -> Tokenizer | VocabularyTokenizer:
+        """The tokenizer of the text signatures (a module made without one has none)."""
+        if self.tokenizer is None:
+            raise ValueError("This module has no tokenizer: it translates token ids only.")
+        return self.tokenizer
+
+    def encode_text(self, text: tf.Tensor) -> tf.Tensor:
         """`[batch]` strings -> `[batch, source]` int32 ids ending in `</s>`, pad-filled."""
         text = tf.strings.unicode_transcode(
             text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        pieces = self.tokenizer.encode(text)
+        pieces = self._text_tokenizer().encode(text)
         return self._finish_source(pieces)
 
-    def _finish_source(self, pieces):
+    def _finish_source(self, pieces: tf.RaggedTensor) -> tf.Tensor:
         # Keep room for </s> within the position table.
         pieces = pieces[:, : self.max_source_length - 1]
         eos = tf.fill([pieces.nrows(), 1], EOS_ID)
         pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         return pieces.to_tensor(default_value=PAD_ID)
 
-    def _search(self, source, nbest=1, return_attention=False):
+    def _search(
+        self, source: tf.Tensor, nbest: int = 1, return_attention: bool = False
+    ) -> SearchOutput:
         if self._bucketed_search is not None and not return_attention:
             return self._bucketed_search(source, nbest)
         return beam_search(
             self.model,
             source,
-            nbest=nbest,
+            self.search_config.replace(nbest=nbest),
             return_attention=return_attention,
             kernels=self.folded_kernels,
             shortlist=self.shortlist,
-            **search_kwargs(self.search_config),
         )
 
     # ---------------------------------------------------------- signatures
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
-    def translate(self, text):
+    def translate(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """The best translation of each string and its score."""
         output = self._search(self.encode_text(text))
         return {
-            "translation": self.tokenizer.decode(output.tokens[:, 0]),
+            "translation": self._text_tokenizer().decode(output.tokens[:, 0]),
             "score": output.scores[:, 0],
         }
 
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
-    def translate_nbest(self, text):
+    def translate_nbest(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """All `beam_size` hypotheses of each string, best first, with scores."""
         nbest = self.search_config.beam_size
         output = self._search(self.encode_text(text), nbest=nbest)
         batch = tf.shape(output.tokens)[0]
         flat = tf.reshape(output.tokens, [batch * nbest, -1])
-        translations = tf.reshape(self.tokenizer.decode(flat), [batch, nbest])
+        translations = tf.reshape(self._text_tokenizer().decode(flat), [batch, nbest])
         return {"translations": translations, "scores": output.scores}
 
     @tf.function(input_signature=[IDS_SPEC], autograph=False)
-    def translate_ids(self, source_ids):
+    def translate_ids(self, source_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         """Token ids in and out, for clients that tokenise themselves.
 
         `source_ids` holds one sentence per row without `</s>`, right-padded with
@@ -143,26 +168,28 @@ class TranslationModule(tf.Module):
         }
 
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
-    def translate_with_attention(self, text):
+    def translate_with_attention(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """The best translation with its attention (averaged over decoder blocks) and the
         source and target pieces labelling its axes."""
+        tokenizer = self._text_tokenizer()
         source = self.encode_text(text)
         output = self._search(source, return_attention=True)
+        assert output.attention is not None  # asked for
         tokens = output.tokens[:, 0]
         return {
-            "translation": self.tokenizer.decode(tokens),
+            "translation": tokenizer.decode(tokens),
             "score": output.scores[:, 0],
             "attention": output.attention[:, 0],
             # Imported fairseq models may have separate source and target vocabularies.
-            "source_pieces": getattr(
-                self.tokenizer, "source_id_to_piece", self.tokenizer.id_to_piece
-            )(source),
-            "target_pieces": self.tokenizer.id_to_piece(tokens),
+            "source_pieces": getattr(tokenizer, "source_id_to_piece", tokenizer.id_to_piece)(
+                source
+            ),
+            "target_pieces": tokenizer.id_to_piece(tokens),
             "source_length": tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1),
             "target_length": output.lengths[:, 0],
         }
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable[..., dict[str, tf.Tensor]]]:
         """The functions a SavedModel of this module serves, by signature name."""
         return {
             TRANSLATE_SIGNATURE: self.translate,
@@ -184,9 +211,15 @@ class TokenIdsTranslationModule(TranslationModule):
     translate_nbest = None
     translate_with_attention = None
 
-    def __init__(self, model, search_config=None, buckets=None, shortlist=None):
+    def __init__(
+        self,
+        model: ConvS2S | Ensemble,
+        search_config: SearchConfig | None = None,
+        buckets: SearchBuckets | None = None,
+        shortlist: Shortlist | None = None,
+    ) -> None:
         super().__init__(model, None, search_config, buckets, shortlist)
 
-    def signatures(self):
+    def signatures(self) -> dict[str, Callable[..., dict[str, tf.Tensor]]]:
         """The `translate_ids` signature alone."""
         return {IDS_SIGNATURE: self.translate_ids}

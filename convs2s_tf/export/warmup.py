@@ -5,25 +5,34 @@ client request does not pay for graph optimisation or an XLA compilation;
 `replay_warmup_requests` does the same for a SavedModel loaded in Python.
 """
 
-import collections
+from __future__ import annotations
+
 import os
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 
-WarmupRequest = collections.namedtuple("WarmupRequest", ["signature_name", "inputs"])
-WarmupRequest.__doc__ = """One Predict request replayed when the model loads.
 
-Fields:
-    signature_name: The signature called.
-    inputs: {input name: `tf.Tensor`}, e.g. `tf.constant(["A dog."], tf.string)`.
-"""
+class WarmupRequest(NamedTuple):
+    """One Predict request replayed when the model loads.
+
+    Fields:
+        signature_name: The signature called.
+        inputs: {input name: `tf.Tensor`}, e.g. `tf.constant(["A dog."], tf.string)`.
+    """
+
+    signature_name: str
+    inputs: Mapping[str, tf.Tensor]
 
 
-def write_warmup_requests(version_dir, model_name, requests):
+def write_warmup_requests(
+    version_dir: str, model_name: str, requests: Iterable[WarmupRequest]
+) -> str:
     """Writes `requests` (`WarmupRequest`s) as the warm-up file of `version_dir`.
 
     Args:
@@ -56,7 +65,7 @@ def write_warmup_requests(version_dir, model_name, requests):
     return path
 
 
-def read_warmup_requests(version_dir):
+def read_warmup_requests(version_dir: str) -> list[WarmupRequest]:
     """The `WarmupRequest`s of `version_dir`'s warm-up file, in order ([] without one)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -73,7 +82,7 @@ def read_warmup_requests(version_dir):
     return requests
 
 
-def replay_warmup_requests(loaded, version_dir):
+def replay_warmup_requests(loaded: Any, version_dir: str) -> float:
     """Runs `version_dir`'s warm-up requests on its loaded SavedModel, as TF Serving does
     on load, so that every compiled bucket and graph is ready before the first request.
 

@@ -1,9 +1,9 @@
 """Inference: one `Translator` interface over a checkpoint, a text export and a token-ids
 export, and the factories that build translators and exports from a run or an export.
 
-* `translator`: the `Translator` interface, `BATCH_SIZE` and the errors;
-* `batching`: length-sorted batches, and batches translated two at a time
-  (`Translator.translate_all`, `pipelines.translate`);
+* `translator`: the `Translator` interface, `BATCH_SIZE`, the errors, and length-sorted
+  batches translated two at a time (`Translator.translate_all`, `pipelines.translate`);
+  it imports no other module of this package;
 * `text_translators`: `CheckpointTranslator` and `SavedModelTranslator` (text in and out);
 * `token_ids_translator`: `TokenIdsTranslator` (space-separated tokens in and out);
 * `factory`: `open_translator`, `open_saved_model`, `load_inference_model` (a run, or an

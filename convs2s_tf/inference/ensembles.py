@@ -1,7 +1,7 @@
 """What loading an ensemble of runs checks: one run directory per member, one checkpoint
 per member, and vocabularies the members share.
 
-`--model_dir=RUN_A,RUN_B` names an ensemble, as fairseq's `--path a.pt:b.pt`; the members'
+`model_dir="RUN_A,RUN_B"` names an ensemble, as fairseq's `--path a.pt:b.pt`; the members'
 distributions are combined by `convs2s_tf.decoding.Ensemble`.
 """
 
@@ -12,7 +12,7 @@ import tensorflow as tf
 from convs2s_tf.inference.translator import InferenceError
 from convs2s_tf.runs import RunDirectory
 
-# Separates the members of an ensemble in --model_dir and --checkpoint.
+# Separates the members of an ensemble in `model_dir` and `checkpoint`.
 SEPARATOR = ","
 
 
@@ -37,8 +37,8 @@ def member_checkpoints(model_dirs, checkpoint):
         return [None] * len(model_dirs)
     if len(checkpoints) != len(model_dirs):
         raise InferenceError(
-            f"--checkpoint names {len(checkpoints)} checkpoint(s) for {len(model_dirs)} run "
-            "directories in --model_dir: give one per run, in the same order, or none."
+            f"`checkpoint` names {len(checkpoints)} checkpoint(s) for {len(model_dirs)} run "
+            "directories in `model_dir`: give one per run, in the same order, or none."
         )
     return checkpoints
 
@@ -57,7 +57,8 @@ def vocabulary_identity(model_dir, run_config, sentencepiece_model=None):
     Args:
         model_dir: The run directory.
         run_config: Its `config.json` content.
-        sentencepiece_model: The `--sentencepiece_model` override (None: the run's).
+        sentencepiece_model: A SentencePiece model used instead of the run's (None: the
+            run's).
 
     Returns:
         A dict of comparable entries (file contents by SHA-256, not by path, so that

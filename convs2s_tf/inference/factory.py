@@ -8,8 +8,11 @@ Whatever the case (a checkpoint, a text export, a token-ids export), the caller 
 `Translator` and needs no further branching.
 """
 
+from __future__ import annotations
+
 import dataclasses
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
@@ -24,10 +27,15 @@ from convs2s_tf.inference.ensembles import (
 )
 from convs2s_tf.inference.text_translators import CheckpointTranslator, SavedModelTranslator
 from convs2s_tf.inference.token_ids_translator import TokenIdsTranslator
-from convs2s_tf.inference.translator import InferenceError
+from convs2s_tf.inference.translator import InferenceError, Translator
 from convs2s_tf.interop import tokenizer_for_run
-from convs2s_tf.runs import RunDirectory, load_trained_model
+from convs2s_tf.runs import RunDirectory, VocabularyFiles, load_trained_model
 from convs2s_tf.shortlist.shortlist import Shortlist
+
+if TYPE_CHECKING:
+    from convs2s_tf.data.tokenizer import Tokenizer
+    from convs2s_tf.interop import VocabularyTokenizer
+    from convs2s_tf.models import ConvS2S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,25 +54,26 @@ class InferenceModel:
         shortlist: The `Shortlist` translations and exports decode against, or None.
     """
 
-    model: Any
-    tokenizer: Any
+    model: ConvS2S | Ensemble
+    tokenizer: Tokenizer | VocabularyTokenizer | None
     checkpoint: str
-    run_config: dict
-    vocabulary_files: Any
+    run_config: dict[str, Any]
+    vocabulary_files: VocabularyFiles | None
     model_dir: str
     search_config: SearchConfig
-    shortlist: Any = None
+    shortlist: Shortlist | None = None
 
     @property
-    def exporter_name(self):
+    def exporter_name(self) -> str:
         """The exporter this run needs: `token_ids` for an imported run reading
         pre-tokenised text (its tokenisation lives outside the graph), else `ensemble`
         for several runs' models, else `text`."""
-        if self.vocabulary_files is not None and self.tokenizer.pretokenized:
+        tokenizer = self.tokenizer
+        if self.vocabulary_files is not None and tokenizer is not None and tokenizer.pretokenized:
             return "token_ids"
         return "ensemble" if isinstance(self.model, Ensemble) else "text"
 
-    def translator(self):
+    def translator(self) -> CheckpointTranslator:
         """A `CheckpointTranslator` of the model with `search_config`'s search.
 
         Raises:
@@ -72,13 +81,19 @@ class InferenceModel:
         """
         if self.tokenizer is None:
             raise InferenceError(
-                f"{self.model_dir} names no SentencePiece model; give --sentencepiece_model."
+                f"{self.model_dir} names no SentencePiece model; give `sentencepiece_model`."
             )
         return CheckpointTranslator(
             self.model, self.tokenizer, self.search_config, shortlist=self.shortlist
         )
 
-    def export(self, export_dir, exporter=None, model_name=None, exporter_options=None):
+    def export(
+        self,
+        export_dir: str,
+        exporter: str | None = None,
+        model_name: str | None = None,
+        exporter_options: Mapping[str, Any] | None = None,
+    ) -> str:
         """Exports the model with `exporter` (default: `exporter_name`), made with
         `exporter_options` (e.g. `{"buckets": None}`), to the next version of
         `export_dir`; returns the version directory.
@@ -89,7 +104,7 @@ class InferenceModel:
         exporter = exporter or self.exporter_name
         if exporter == "text" and self.tokenizer is None:
             raise InferenceError(
-                "This run has no SentencePiece model; give --sentencepiece_model to export "
+                "This run has no SentencePiece model; give `sentencepiece_model` to export "
                 "text signatures."
             )
         options = dict(exporter_options or {}, shortlist=self.shortlist)
@@ -104,8 +119,12 @@ class InferenceModel:
 
 
 def load_inference_model(
-    model_dir, checkpoint=None, sentencepiece_model=None, search_config=None, shortlist=None
-):
+    model_dir: str | Sequence[str],
+    checkpoint: str | None = None,
+    sentencepiece_model: str | None = None,
+    search_config: SearchConfig | None = None,
+    shortlist: str | None = None,
+) -> InferenceModel:
     """Restores a run's model (or an ensemble of runs) in `search_config`'s dtype with its
     tokenizer.
 
@@ -173,14 +192,14 @@ def load_inference_model(
     )
 
 
-def _checked_shortlist(path, model):
+def _checked_shortlist(path: str, model: ConvS2S | Ensemble) -> Shortlist:
     """The shortlist file `path`, refused unless built for `model`'s vocabulary sizes."""
     return Shortlist.load(path).check_vocabularies(
         model.encoder.vocab_size, model.decoder.vocab_size, name=f"Shortlist {path}"
     )
 
 
-def open_saved_model(path, warm_up=True):
+def open_saved_model(path: str, warm_up: bool = True) -> Translator:
     """The translator of an export: `SavedModelTranslator` for a text export,
     `TokenIdsTranslator` for a token-ids one.
 
@@ -216,14 +235,14 @@ def open_saved_model(path, warm_up=True):
 
 def open_translator(
     *,
-    saved_model=None,
-    model_dir=None,
-    checkpoint=None,
-    sentencepiece_model=None,
-    search_config=None,
-    warm_up=True,
-    shortlist=None,
-):
+    saved_model: str | None = None,
+    model_dir: str | Sequence[str] | None = None,
+    checkpoint: str | None = None,
+    sentencepiece_model: str | None = None,
+    search_config: SearchConfig | None = None,
+    warm_up: bool = True,
+    shortlist: str | None = None,
+) -> Translator:
     """The `Translator` of an export, or of a run's checkpoint.
 
     Args:

@@ -1,6 +1,11 @@
 """Translators running a `TranslationModule`'s text functions: in process over a
 checkpoint's model, or loaded from a text export."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import tensorflow as tf
 
@@ -14,8 +19,18 @@ from convs2s_tf.export.translation_module import (
 from convs2s_tf.export.warmup import replay_warmup_requests
 from convs2s_tf.inference.translator import InferenceError, Translator, run_search
 
+if TYPE_CHECKING:
+    from convs2s_tf.data.tokenizer import Tokenizer
+    from convs2s_tf.decoding import Ensemble, SearchConfig
+    from convs2s_tf.interop.vocabulary_tokenizer import VocabularyTokenizer
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.shortlist.shortlist import Shortlist
 
-def _strings(tensor):
+# A translation function: a `[batch]` string tensor in, its outputs by name out.
+TextFunction = Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
+
+
+def _strings(tensor: Any) -> list[str]:
     return [value.decode("utf-8", errors="replace") for value in np.asarray(tensor).ravel()]
 
 
@@ -31,16 +46,18 @@ class TextFunctionsTranslator(Translator):
 
     supports_attention = True
 
-    def __init__(self, functions, beam_size, owner):
+    def __init__(
+        self, functions: Mapping[str, TextFunction], beam_size: int | None, owner: object
+    ) -> None:
         # tf.function methods hold only a weak reference to their module: keep it alive.
         self._owner = owner
         self._functions = functions
         self.beam_size = self.max_nbest = beam_size
 
-    def _call(self, signature, texts):
+    def _call(self, signature: str, texts: list[str]) -> Mapping[str, tf.Tensor]:
         return run_search(self._functions[signature], tf.constant(texts, dtype=tf.string))
 
-    def _translate(self, texts, nbest):
+    def _translate(self, texts: list[str], nbest: int) -> list[list[tuple[str, float]]]:
         if nbest == 1:
             output = self._call(TRANSLATE_SIGNATURE, texts)
             return [
@@ -55,7 +72,7 @@ class TextFunctionsTranslator(Translator):
             for row, score_row in zip(translations, scores)
         ]
 
-    def _translate_with_attention(self, texts):
+    def _translate_with_attention(self, texts: list[str]) -> list[dict[str, Any]]:
         output = self._call(ATTENTION_SIGNATURE, texts)
         results = []
         for row in range(len(texts)):
@@ -86,7 +103,13 @@ class CheckpointTranslator(TextFunctionsTranslator):
         InferenceError: No tokenizer, or a search the model cannot run.
     """
 
-    def __init__(self, model, tokenizer, search_config=None, shortlist=None):
+    def __init__(
+        self,
+        model: ConvS2S | Ensemble,
+        tokenizer: Tokenizer | VocabularyTokenizer | None,
+        search_config: SearchConfig | None = None,
+        shortlist: Shortlist | None = None,
+    ) -> None:
         if tokenizer is None:
             raise InferenceError("Translating text needs the model's tokenizer; none given.")
         try:
@@ -100,8 +123,8 @@ class CheckpointTranslator(TextFunctionsTranslator):
         }
         super().__init__(functions, module.search_config.beam_size, module)
 
-    def _nbest_error(self, nbest):
-        return f"--nbest={nbest} must be between 1 and --beam_size={self.beam_size}."
+    def _nbest_error(self, nbest: int) -> str:
+        return f"`nbest={nbest}` must be between 1 and `beam_size={self.beam_size}`."
 
 
 class SavedModelTranslator(TextFunctionsTranslator):
@@ -117,7 +140,7 @@ class SavedModelTranslator(TextFunctionsTranslator):
         warm_up: Replay the warm-up requests now (`warmup_seconds` says how long).
     """
 
-    def __init__(self, path, loaded=None, warm_up=True):
+    def __init__(self, path: str, loaded: Any = None, warm_up: bool = True) -> None:
         import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of the export)
 
         loaded = loaded if loaded is not None else tf.saved_model.load(path)
@@ -131,13 +154,13 @@ class SavedModelTranslator(TextFunctionsTranslator):
         super().__init__(functions, int(nbest) if nbest is not None else None, loaded)
         self.path = path
 
-    def _nbest_error(self, nbest):
+    def _nbest_error(self, nbest: int) -> str:
         return (
-            f"--nbest={nbest} must be between 1 and the SavedModel's beam size "
+            f"`nbest={nbest}` must be between 1 and the SavedModel's beam size "
             f"{self.beam_size}."
         )
 
 
-def _keyword_call(signature, input_name):
+def _keyword_call(signature: Any, input_name: str) -> TextFunction:
     # Signatures take their inputs by name only.
     return lambda tensor: signature(**{input_name: tensor})

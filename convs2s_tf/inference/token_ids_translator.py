@@ -1,6 +1,9 @@
 """The translator of a token-ids export: space-separated tokens in and out."""
 
+from __future__ import annotations
+
 import os
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -33,7 +36,7 @@ class TokenIdsTranslator(Translator):
     max_nbest = 1
     supports_attention = False
 
-    def __init__(self, path, loaded=None, warm_up=True):
+    def __init__(self, path: str, loaded: Any = None, warm_up: bool = True) -> None:
         self._loaded = loaded if loaded is not None else tf.saved_model.load(path)
         self.warmup_seconds = replay_warmup_requests(self._loaded, path) if warm_up else 0.0
         self._translate_ids = self._loaded.signatures[IDS_SIGNATURE]
@@ -42,7 +45,7 @@ class TokenIdsTranslator(Translator):
         self.target_dictionary = Dictionary.load(os.path.join(extra, TARGET_DICT_ASSET))
         self.path = path
 
-    def _encode(self, texts):
+    def _encode(self, texts: list[str]) -> np.ndarray:
         rows = [self.source_dictionary.encode_line(text) for text in texts]
         width = max([len(row) for row in rows] + [1])
         ids = np.full([len(rows), width], PAD_ID, np.int32)
@@ -50,7 +53,7 @@ class TokenIdsTranslator(Translator):
             ids[index, : len(row)] = row
         return ids
 
-    def _translate(self, texts, nbest):
+    def _translate(self, texts: list[str], nbest: int) -> list[list[tuple[str, float]]]:
         del nbest  # 1, checked by `translate`
         output = run_search(
             self._translate_ids, **{IDS_SPEC.name: tf.constant(self._encode(texts))}
@@ -61,11 +64,11 @@ class TokenIdsTranslator(Translator):
             for row, length, score in zip(output_ids, lengths, output["score"].numpy())
         ]
 
-    def _nbest_error(self, nbest):
+    def _nbest_error(self, nbest: int) -> str:
         return self._attention_error()
 
-    def _attention_error(self):
+    def _attention_error(self) -> str:
         return (
             "This export has the translate_ids signature only (best hypothesis, no "
-            "attention); use --model_dir for --nbest and --attention_dir."
+            "attention); translate from the run (`model_dir`) for `nbest` and `attention`."
         )

@@ -16,6 +16,7 @@ import argparse
 import os
 import pickle
 import re
+from typing import Any
 
 import numpy as np
 
@@ -214,8 +215,8 @@ class StateDict:
     """
 
     def __init__(self, state_dict):
-        self.tensors = {}
-        self.file_keys = {}
+        self.tensors: dict[str, Any] = {}
+        self.file_keys: dict[str, str] = {}
         for key, value in state_dict.items():
             if not hasattr(value, "detach"):
                 raise FairseqImportError(

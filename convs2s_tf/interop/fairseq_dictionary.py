@@ -7,7 +7,10 @@ line carries `#fairseq:overwrite`, in which case it takes a new id and the token
 looks up that newer id (fairseq's own rule).
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Iterable, Sequence
 
 from convs2s_tf import vocabulary
 
@@ -38,13 +41,15 @@ class Dictionary:
     (5, 3, 6)
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.symbols = list(SPECIAL_SYMBOLS)
         self.counts = [0] * len(SPECIAL_SYMBOLS)
         self._indices = {symbol: index for index, symbol in enumerate(self.symbols)}
 
     @classmethod
-    def from_tokens(cls, tokens, counts=None):
+    def from_tokens(
+        cls, tokens: Iterable[str], counts: Sequence[int] | None = None
+    ) -> Dictionary:
         """A dictionary of the specials followed by `tokens` (which must be distinct)."""
         dictionary = cls()
         for position, token in enumerate(tokens):
@@ -53,7 +58,7 @@ class Dictionary:
         return dictionary
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str) -> Dictionary:
         """Reads a fairseq `dict.txt`.
 
         Raises:
@@ -99,7 +104,7 @@ class Dictionary:
             dictionary._add(token, count, overwrite, where)
         return dictionary
 
-    def _add(self, token, count, overwrite, where):
+    def _add(self, token: str, count: int, overwrite: bool, where: str) -> None:
         if token in self._indices and not overwrite:
             raise DictionaryError(
                 f"Duplicate token {token!r} in {where}; fairseq accepts a repeated token only "
@@ -109,22 +114,22 @@ class Dictionary:
         self.symbols.append(token)
         self.counts.append(int(count))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.symbols)
 
-    def __contains__(self, token):
+    def __contains__(self, token: object) -> bool:
         return token in self._indices
 
-    def index(self, token):
+    def index(self, token: str) -> int:
         """The id of `token`, `<unk>`'s id for a token not in the dictionary."""
         return self._indices.get(token, vocabulary.UNK_ID)
 
-    def lookup_items(self):
+    def lookup_items(self) -> list[tuple[str, int]]:
         """`(token, id)` pairs of every token as fairseq looks it up (a token repeated
         with `#fairseq:overwrite` maps to its last id)."""
         return sorted(self._indices.items(), key=lambda item: item[1])
 
-    def encode_line(self, line):
+    def encode_line(self, line: str) -> list[int]:
         """fairseq's `encode_line` without `</s>`: whitespace-split tokens to ids, unknown
         tokens to `<unk>`. The special tokens typed as text also become `<unk>` (fairseq
         would feed a literal `<pad>` or `</s>` to the model as padding or end)."""
@@ -133,7 +138,7 @@ class Dictionary:
             for token in line.split()
         ]
 
-    def decode_ids(self, ids):
+    def decode_ids(self, ids: Iterable[int]) -> str:
         """Space-joined tokens of `ids` up to the first `</s>`, without `<pad>` and `<s>`
         (as fairseq's `Dictionary.string`)."""
         tokens = []
@@ -146,7 +151,7 @@ class Dictionary:
             tokens.append(self.symbols[index] if 0 <= index < len(self) else vocabulary.UNK_PIECE)
         return " ".join(tokens)
 
-    def save(self, path):
+    def save(self, path: str) -> None:
         """Writes the dictionary in fairseq's format (the specials are implicit).
 
         Raises:

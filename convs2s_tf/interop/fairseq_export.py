@@ -171,7 +171,7 @@ def fairseq_state_dict(model):
         FairseqExportError: A trainable variable no fairseq parameter holds.
     """
     modules = fconv_modules(model)
-    exported = set()
+    exported: set[int] = set()
     state = {}
     for module in modules:
         if module.name == "decoder.embed_tokens":
@@ -229,7 +229,7 @@ def fairseq_dictionaries(model_dir, run_config, sentencepiece_model=None):
         if not path:
             raise FairseqExportError(
                 f"{model_dir} names no SentencePiece model, whose pieces would be the "
-                "dictionaries: give --sentencepiece_model."
+                "dictionaries: give `sentencepiece_model`."
             )
         dictionaries = (_sentencepiece_dictionary(path),) * 2
     for side, dictionary in zip(("source", "target"), dictionaries):
@@ -242,15 +242,14 @@ def fairseq_dictionaries(model_dir, run_config, sentencepiece_model=None):
     return dictionaries
 
 
-def run_languages(run_config):
-    """The language codes of a run: its prepared data's, an imported run's fairseq
-    arguments', else `DEFAULT_LANGUAGES`."""
+def run_languages(run, run_config):
+    """The language codes of a run (a `RunDirectory` and its config): its prepared
+    data's, an imported run's fairseq arguments', else `DEFAULT_LANGUAGES`."""
     from convs2s_tf.data.data_directory import PreparedData
 
-    data_dir = run_config.get("data_dir")
-    if data_dir:
+    if run_config.get("data_dir"):
         try:
-            data = PreparedData.load(data_dir)
+            data = PreparedData.load(run.data_dir(run_config))
             return data.source_lang, data.target_lang
         except FileNotFoundError:
             pass
@@ -333,17 +332,17 @@ def export_run(
 
     if "," in model_dir:
         raise FairseqExportError(
-            "Export the runs of an ensemble one by one; fairseq takes them as --path "
-            "A/checkpoint_best.pt:B/checkpoint_best.pt."
+            "Export the runs of an ensemble one by one; fairseq ensembles them itself, "
+            "given the path A/checkpoint_best.pt:B/checkpoint_best.pt."
         )
     path = os.path.join(output_dir, CHECKPOINT_FILE)
     if os.path.exists(path):
-        raise FairseqExportError(f"{path} exists already; choose another --output_dir.")
+        raise FairseqExportError(f"{path} exists already; choose another `output_dir`.")
     run = RunDirectory(model_dir)
     run_config = run.read_config()
     check_exportable(run_config["model"])
     source, target = fairseq_dictionaries(model_dir, run_config, sentencepiece_model)
-    default_languages = run_languages(run_config)
+    default_languages = run_languages(run, run_config)
     source_lang = source_lang or default_languages[0]
     target_lang = target_lang or default_languages[1]
     if source_lang == target_lang and source.symbols != target.symbols:

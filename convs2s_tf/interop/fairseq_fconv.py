@@ -78,7 +78,7 @@ def _check_sentencepiece(path, dictionaries):
             raise FairseqImportError(
                 f"Only {known} of the {len(tokens)} tokens of the {name} dictionary are "
                 f"pieces of {path}: the fairseq model was not trained on this SentencePiece "
-                "model's pieces. Leave --sentencepiece_model out to translate pre-tokenised "
+                "model's pieces. Leave `sentencepiece_model` out to translate pre-tokenised "
                 "text."
             )
 
@@ -116,7 +116,7 @@ def convert_checkpoint(
     if run.holds_run():
         raise FairseqImportError(
             f"{output_dir} already holds a run ({CONFIG_FILE} or {BEST_SUBDIR}/); choose "
-            "another --output_dir or remove it."
+            "another `output_dir` or remove it."
         )
     source_dictionary = Dictionary.load(source_dict)
     target_dictionary = Dictionary.load(target_dict)

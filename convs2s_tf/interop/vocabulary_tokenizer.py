@@ -18,11 +18,16 @@ special tokens when they appear as text. It offers the methods of
 in place of a `Tokenizer`.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 import tensorflow as tf
 
 from convs2s_tf import vocabulary
 from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
-from convs2s_tf.runs import RunDirectory
+from convs2s_tf.runs import RunDirectory, VocabularyFiles
 
 _WHITESPACE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
 
@@ -56,7 +61,13 @@ class VocabularyTokenizer(tf.Module):
     [b'y x']
     """
 
-    def __init__(self, source_dictionary, target_dictionary, sentencepiece_proto=None, name=None):
+    def __init__(
+        self,
+        source_dictionary: Dictionary,
+        target_dictionary: Dictionary,
+        sentencepiece_proto: bytes | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name=name)
         self.source_vocab_size = len(source_dictionary)
         self.vocab_size = len(target_dictionary)
@@ -78,7 +89,9 @@ class VocabularyTokenizer(tf.Module):
             self._sentencepiece = _string_sentencepiece(sentencepiece_proto)
 
     @classmethod
-    def from_files(cls, source_dict, target_dict, sentencepiece_model=None):
+    def from_files(
+        cls, source_dict: str, target_dict: str, sentencepiece_model: str | None = None
+    ) -> VocabularyTokenizer:
         """Builds it from dict.txt files and an optional SentencePiece model file."""
         proto = None
         if sentencepiece_model:
@@ -97,12 +110,12 @@ class VocabularyTokenizer(tf.Module):
         texts = tf.strings.regex_replace(texts, _WHITESPACE, " ")
         return tf.strings.split(texts)
 
-    def encode(self, texts):
+    def encode(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Source ids (`[B, None]` int32 ragged, no `</s>`) of the strings `texts` `[B]`."""
         pieces = self._pieces(texts)
         return pieces.with_flat_values(self._source_table.lookup(pieces.flat_values))
 
-    def decodable_mask(self, ids):
+    def decodable_mask(self, ids: tf.Tensor) -> tf.Tensor:
         """Which ids of dense `[B, T]` `ids` are output: before the first `</s>`, neither
         `<pad>` nor `<s>` (fairseq's `Dictionary.string` drops `<s>` too)."""
         ids = tf.convert_to_tensor(ids)
@@ -114,7 +127,7 @@ class VocabularyTokenizer(tf.Module):
         )
         return before_eos & not_special
 
-    def decode(self, ids):
+    def decode(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor:
         """The text of target `ids` (`[B, T]`, or `[T]` for one sentence), cut at `</s>`:
         tokens joined by spaces, or detokenised by the SentencePiece model."""
         if isinstance(ids, tf.RaggedTensor):
@@ -136,11 +149,11 @@ class VocabularyTokenizer(tf.Module):
         safe = tf.where(tf.logical_and(ids >= 0, ids < size), ids, vocabulary.UNK_ID)
         return tf.gather(table, safe)
 
-    def id_to_piece(self, ids):
+    def id_to_piece(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         """The target tokens of `ids` (any shape); ids outside the vocabulary give `<unk>`."""
         return self._symbols(self._target_symbols, self.vocab_size, ids)
 
-    def source_id_to_piece(self, ids):
+    def source_id_to_piece(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         """The source tokens of `ids` (any shape); ids outside the vocabulary give `<unk>`."""
         return self._symbols(self._source_symbols, self.source_vocab_size, ids)
 
@@ -160,13 +173,28 @@ def _string_sentencepiece(model_proto):
     return tokenizer
 
 
-def run_dictionaries(model_dir, run_config):
-    """The paths of the source and target dict.txt of a run with token vocabularies."""
+def _vocabulary_files(model_dir: str, run_config: Mapping[str, Any]) -> VocabularyFiles:
     files = RunDirectory(model_dir).vocabulary_files(run_config)
+    if files is None:
+        raise VocabularyError(
+            f"{model_dir} names no token vocabularies: its ids are its SentencePiece model's."
+        )
+    return files
+
+
+def run_dictionaries(model_dir: str, run_config: Mapping[str, Any]) -> tuple[str, str]:
+    """The paths of the source and target dict.txt of a run with token vocabularies.
+
+    Raises:
+        VocabularyError: The run names no token vocabularies.
+    """
+    files = _vocabulary_files(model_dir, run_config)
     return files.source, files.target
 
 
-def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
+def tokenizer_for_run(
+    model_dir: str, run_config: Mapping[str, Any], sentencepiece_model: str | None = None
+) -> VocabularyTokenizer:
     """The `VocabularyTokenizer` of a run whose config names token vocabularies.
 
     Args:
@@ -176,10 +204,11 @@ def tokenizer_for_run(model_dir, run_config, sentencepiece_model=None):
             none (pre-tokenised text), or a path.
 
     Raises:
-        VocabularyError: The vocabularies do not match the model's sizes.
+        VocabularyError: The run names no token vocabularies, or they do not match the
+            model's sizes.
     """
 
-    files = RunDirectory(model_dir).vocabulary_files(run_config)
+    files = _vocabulary_files(model_dir, run_config)
     if sentencepiece_model is None:
         sentencepiece_model = files.sentencepiece_model
     tokenizer = VocabularyTokenizer.from_files(

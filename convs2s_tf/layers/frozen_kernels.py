@@ -1,14 +1,18 @@
 """Weight-normalised kernels computed once for a whole decoding loop."""
 
-import contextlib
+from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.weight_norm_conv1d import WeightNormConv1D
 from convs2s_tf.layers.weight_norm_dense import WeightNormDense
 
 
-def weight_norm_layers(model):
+def weight_norm_layers(model: keras.layers.Layer) -> list[WeightNormDense | WeightNormConv1D]:
     """The built weight-normalised layers of `model`, in a fixed order."""
     return [
         layer
@@ -17,14 +21,16 @@ def weight_norm_layers(model):
     ]
 
 
-def fold_kernels(model):
+def fold_kernels(model: keras.layers.Layer) -> list[tf.Tensor]:
     """Each weight-normalised layer's effective kernel, in its compute dtype, as a list
     matching `weight_norm_layers(model)` (for `frozen_kernels(model, kernels)`)."""
     return [tf.cast(layer.kernel, layer.compute_dtype) for layer in weight_norm_layers(model)]
 
 
 @contextlib.contextmanager
-def frozen_kernels(model, kernels=None):
+def frozen_kernels(
+    model: keras.layers.Layer, kernels: Sequence[tf.Tensor | tf.Variable] | None = None
+) -> Iterator[None]:
     """Within the block, every weight-normalised layer of `model` uses one kernel tensor.
 
     A layer's effective kernel `g * v / ||v||` is otherwise recomputed at every call; in
@@ -41,13 +47,15 @@ def frozen_kernels(model, kernels=None):
 
     Example:
 
-    >>> from convs2s_tf.decoding import beam_search
+    >>> from convs2s_tf.decoding import SearchConfig, beam_search
     >>> from convs2s_tf.models import ConvS2S
     >>> model = ConvS2S(20, 20, embed_dim=8, encoder_layers="[(8, 3)]",
     ...                 decoder_layers="[(8, 3)]", decoder_out_embed_dim=8)
     >>> model.build()
     >>> with frozen_kernels(model):
-    ...     output = beam_search(model, tf.constant([[5, 6, 2]]), beam_size=2, max_len_b=4)
+    ...     output = beam_search(
+    ...         model, tf.constant([[5, 6, 2]]), SearchConfig(beam_size=2, max_len_b=4)
+    ...     )
     >>> output.tokens.shape[:2]
     TensorShape([1, 1])
     """

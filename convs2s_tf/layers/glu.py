@@ -1,5 +1,10 @@
 """Gated linear unit."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -22,11 +27,11 @@ class GLU(keras.layers.Layer):
     TensorShape([2, 3, 4])
     """
 
-    def __init__(self, axis=-1, **kwargs):
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.axis = axis
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         if inputs.shape[self.axis] is not None and inputs.shape[self.axis] % 2:
             raise ValueError(
                 f"GLU needs an even number of channels on axis {self.axis}, got shape "
@@ -35,13 +40,13 @@ class GLU(keras.layers.Layer):
         linear, gate = tf.split(inputs, 2, axis=self.axis)
         return linear * tf.sigmoid(gate)
 
-    def compute_output_shape(self, input_shape):
-        shape = list(input_shape)
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
+        shape: list[Any] = list(input_shape)
         if shape[self.axis] is not None:
             shape[self.axis] //= 2
         return tuple(shape)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"axis": self.axis})
         return config

@@ -1,10 +1,15 @@
 """Gradient scaling: identity forward, scaled gradient backward."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 
-def scale_gradient(inputs, scale):
+def scale_gradient(inputs: tf.Tensor, scale: float | tf.Tensor) -> tf.Tensor:
     """Returns `inputs` unchanged, with the gradient flowing back multiplied by `scale`.
 
     The ConvS2S encoder output uses it with `1 / (2 * attention_layers)` so that the
@@ -40,17 +45,17 @@ class GradientScale(keras.layers.Layer):
     [0.25, 0.25]
     """
 
-    def __init__(self, scale, **kwargs):
+    def __init__(self, scale: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scale = float(scale)
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         return scale_gradient(inputs, self.scale)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> Sequence[int | None]:
         return input_shape
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"scale": self.scale})
         return config

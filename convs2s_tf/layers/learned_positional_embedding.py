@@ -1,5 +1,10 @@
 """Learned position embeddings that ignore padding."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -33,7 +38,14 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
     TensorShape([1, 5, 4])
     """
 
-    def __init__(self, max_positions, output_dim, pad_id=PAD_ID, stddev=0.1, **kwargs):
+    def __init__(
+        self,
+        max_positions: int,
+        output_dim: int,
+        pad_id: int = PAD_ID,
+        stddev: float = 0.1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if max_positions <= pad_id + 1:
             raise ValueError(
@@ -45,37 +57,37 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         self.stddev = stddev
 
     @property
-    def max_length(self):
+    def max_length(self) -> int:
         """The longest sequence (its `</s>` included) the table can embed."""
         return self.max_positions - self.pad_id - 1
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.max_positions, self.output_dim),
             initializer=PaddedNormal(stddev=self.stddev, pad_id=self.pad_id),
         )
 
-    def positions(self, tokens):
+    def positions(self, tokens: tf.Tensor) -> tf.Tensor:
         """Position ids for `tokens` (`[batch, time]`), pad-aware."""
         mask = tf.cast(tf.not_equal(tokens, self.pad_id), tf.int32)
         return tf.cumsum(mask, axis=1) * mask + self.pad_id
 
-    def call(self, tokens):
+    def call(self, tokens: tf.Tensor) -> tf.Tensor:
         embeddings = tf.cast(self.embeddings, self.compute_dtype)
         return tf.gather(embeddings, self.positions(tokens))
 
-    def step_embedding(self, step):
+    def step_embedding(self, step: int | tf.Tensor) -> tf.Tensor:
         """The embedding `[output_dim]` of the token generated at 0-based `step`."""
         if not self.built:
             self.build()
         embeddings = tf.cast(self.embeddings, self.compute_dtype)
         return tf.gather(embeddings, self.pad_id + 1 + tf.cast(step, tf.int32))
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape) + (self.output_dim,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

@@ -1,6 +1,10 @@
 """ConvS2S multi-step attention."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -50,7 +54,7 @@ class MultiStepAttention(keras.layers.Layer):
     (TensorShape([2, 3, 6]), TensorShape([2, 3, 5]))
     """
 
-    def __init__(self, channels, embed_dim, **kwargs):
+    def __init__(self, channels: int, embed_dim: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.channels = int(channels)
         self.embed_dim = int(embed_dim)
@@ -61,11 +65,18 @@ class MultiStepAttention(keras.layers.Layer):
             self.channels, stddev=math.sqrt(1.0 / self.embed_dim), name="out_projection"
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         self.in_projection.build((None, None, self.channels))
         self.out_projection.build((None, None, self.embed_dim))
 
-    def call(self, inputs, target_embedding, keys, values, source_mask):
+    def call(
+        self,
+        inputs: tf.Tensor,
+        target_embedding: tf.Tensor,
+        keys: tf.Tensor,
+        values: tf.Tensor,
+        source_mask: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         residual = inputs
         half = tf.constant(math.sqrt(0.5), self.compute_dtype)
         query = (self.in_projection(inputs) + tf.cast(target_embedding, self.compute_dtype)) * half
@@ -82,7 +93,7 @@ class MultiStepAttention(keras.layers.Layer):
         outputs = (self.out_projection(context) + residual) * half
         return outputs, weights
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"channels": self.channels, "embed_dim": self.embed_dim})
         return config

@@ -1,5 +1,10 @@
 """Normal initializer for embedding tables whose padding row must be zero."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -23,16 +28,16 @@ class PaddedNormal(keras.initializers.Initializer):
     0.0
     """
 
-    def __init__(self, stddev=0.1, pad_id=1, seed=None):
+    def __init__(self, stddev: float = 0.1, pad_id: int = 1, seed: int | None = None) -> None:
         self.stddev = stddev
         self.pad_id = pad_id
         self.seed = seed
         self._normal = keras.initializers.RandomNormal(stddev=stddev, seed=seed)
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: tf.DType | str | None = None) -> tf.Tensor:
         table = tf.convert_to_tensor(self._normal(shape, dtype=dtype))
         keep = tf.cast(tf.not_equal(tf.range(shape[0]), self.pad_id), table.dtype)
         return table * keep[:, None]
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"stddev": self.stddev, "pad_id": self.pad_id, "seed": self.seed}

@@ -1,5 +1,10 @@
 """Dropout drawing 16 random bits per element."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -33,7 +38,7 @@ class RandomBitsDropout(keras.layers.Layer):
     [0.0, 2.0]
     """
 
-    def __init__(self, rate, seed=None, **kwargs):
+    def __init__(self, rate: float, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"RandomBitsDropout needs a rate in [0, 1), got {rate}.")
@@ -45,7 +50,7 @@ class RandomBitsDropout(keras.layers.Layer):
         self._scale = 1.0 / (1.0 - round(self.rate * _LEVELS) / _LEVELS)
         self.built = True
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
         if not training or self._threshold == -(_LEVELS // 2):
             return inputs
         # Seed state variables are int64; stateless ops want int32 (as Keras does it).
@@ -62,10 +67,10 @@ class RandomBitsDropout(keras.layers.Layer):
         # The mask is a constant of the step: its gradient is never needed.
         return inputs * tf.stop_gradient(mask)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> Sequence[int | None]:
         return input_shape
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"rate": self.rate, "seed": self.seed})
         return config

@@ -1,5 +1,10 @@
 """Weight-normalised 1-D convolution with an incremental step for generation."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -48,7 +53,15 @@ class WeightNormConv1D(keras.layers.Layer):
     (TensorShape([2, 6]), TensorShape([2, 2, 4]))
     """
 
-    def __init__(self, filters, kernel_size, padding="same", stddev=None, use_bias=True, **kwargs):
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int,
+        padding: str = "same",
+        stddev: float | None = None,
+        use_bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if filters <= 0 or kernel_size <= 0:
             raise ValueError(
@@ -63,9 +76,9 @@ class WeightNormConv1D(keras.layers.Layer):
         self.stddev = stddev
         self.use_bias = use_bias
         # Set by `frozen_kernels` while a decoding loop is traced (see there).
-        self.frozen_kernel = None
+        self.frozen_kernel: tf.Tensor | None = None
 
-    def build(self, input_shape):
+    def build(self, input_shape: Sequence[Any]) -> None:
         input_dim = int(input_shape[-1])
         stddev = (
             self.stddev
@@ -92,7 +105,7 @@ class WeightNormConv1D(keras.layers.Layer):
         )
 
     @property
-    def kernel(self):
+    def kernel(self) -> tf.Tensor:
         """The effective kernel `g * v / ||v||`, shape `[width, in, filters]` (in the
         compute dtype, computed once, inside `frozen_kernels`)."""
         if self.frozen_kernel is not None:
@@ -101,7 +114,7 @@ class WeightNormConv1D(keras.layers.Layer):
         norm = tf.norm(tf.reshape(v, [-1, self.filters]), axis=0)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / norm)
 
-    def _paddings(self):
+    def _paddings(self) -> tuple[int, int]:
         k = self.kernel_size
         if self.padding == "same":
             return (k - 1) // 2, k // 2
@@ -109,7 +122,7 @@ class WeightNormConv1D(keras.layers.Layer):
             return k - 1, 0
         return 0, 0
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         kernel = tf.cast(self.kernel, self.compute_dtype)
         left, right = self._paddings()
         if left or right:
@@ -127,12 +140,17 @@ class WeightNormConv1D(keras.layers.Layer):
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs
 
-    def initial_window(self, batch_size, input_dim=None, dtype=None):
+    def initial_window(
+        self,
+        batch_size: int | tf.Tensor,
+        input_dim: int | None = None,
+        dtype: tf.DType | str | None = None,
+    ) -> tf.Tensor:
         """Zeros standing for the `k - 1` positions before the first one."""
         input_dim = input_dim if input_dim is not None else self.kernel_v.shape[1]
         return tf.zeros([batch_size, self.kernel_size - 1, input_dim], dtype or self.compute_dtype)
 
-    def step(self, inputs, window):
+    def step(self, inputs: tf.Tensor, window: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Applies the causal convolution to one new position.
 
         Args:
@@ -158,14 +176,16 @@ class WeightNormConv1D(keras.layers.Layer):
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs, full_window[:, 1:, :]
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(
+        self, input_shape: Sequence[int | None]
+    ) -> tuple[int | None, int | None, int]:
         left, right = self._paddings()
         length = input_shape[1]
         if length is not None:
             length = length + left + right - self.kernel_size + 1
         return (input_shape[0], length, self.filters)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

@@ -1,5 +1,10 @@
 """Weight-normalised dense layer."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -28,7 +33,9 @@ class WeightNormDense(keras.layers.Layer):
     TensorShape([2, 5, 8])
     """
 
-    def __init__(self, units, stddev=None, use_bias=True, **kwargs):
+    def __init__(
+        self, units: int, stddev: float | None = None, use_bias: bool = True, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if units <= 0:
             raise ValueError(f"WeightNormDense needs a positive number of units, got {units}.")
@@ -36,9 +43,9 @@ class WeightNormDense(keras.layers.Layer):
         self.stddev = stddev
         self.use_bias = use_bias
         # Set by `frozen_kernels` while a decoding loop is traced (see there).
-        self.frozen_kernel = None
+        self.frozen_kernel: tf.Tensor | None = None
 
-    def build(self, input_shape):
+    def build(self, input_shape: Sequence[Any]) -> None:
         input_dim = int(input_shape[-1])
         stddev = self.stddev if self.stddev is not None else (1.0 / input_dim) ** 0.5
         self.kernel_v = self.add_weight(
@@ -59,7 +66,7 @@ class WeightNormDense(keras.layers.Layer):
         )
 
     @property
-    def kernel(self):
+    def kernel(self) -> tf.Tensor:
         """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype
         (in the compute dtype, computed once, inside `frozen_kernels`)."""
         if self.frozen_kernel is not None:
@@ -67,7 +74,7 @@ class WeightNormDense(keras.layers.Layer):
         v = tf.convert_to_tensor(self.kernel_v.value)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / tf.norm(v, axis=0))
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         kernel = tf.cast(self.kernel, self.compute_dtype)
         if inputs.shape.rank == 2:
             # A plain product, so graph optimisation fuses the bias into it (a search
@@ -79,10 +86,10 @@ class WeightNormDense(keras.layers.Layer):
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.units,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"units": self.units, "stddev": self.stddev, "use_bias": self.use_bias})
         return config

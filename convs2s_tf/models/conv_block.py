@@ -1,6 +1,10 @@
 """One ConvS2S block: residual, dropout, gated convolution and optional attention."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -12,6 +16,7 @@ from convs2s_tf.layers import (
     WeightNormConv1D,
     WeightNormDense,
 )
+from convs2s_tf.models.encoder_output import EncoderOutput
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -72,17 +77,17 @@ class ConvBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        channels,
-        kernel_width,
-        input_channels,
-        residual=1,
-        residual_channels=None,
-        padding="same",
-        dropout=0.1,
-        attention_embed_dim=None,
-        dropout_layer=None,
-        **kwargs,
-    ):
+        channels: int,
+        kernel_width: int,
+        input_channels: int,
+        residual: int = 1,
+        residual_channels: int | None = None,
+        padding: str = "same",
+        dropout: float = 0.1,
+        attention_embed_dim: int | None = None,
+        dropout_layer: keras.layers.Layer | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.channels = int(channels)
         self.kernel_width = int(kernel_width)
@@ -124,7 +129,7 @@ class ConvBlock(keras.layers.Layer):
             else None
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         if self.projection is not None:
             self.projection.build((None, None, self.residual_channels))
         self.convolution.build((None, None, self.input_channels))
@@ -133,14 +138,14 @@ class ConvBlock(keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        residual=None,
-        padding_mask=None,
-        target_embedding=None,
-        encoder_output=None,
-        training=False,
-        return_attention=False,
-    ):
+        inputs: tf.Tensor,
+        residual: tf.Tensor | None = None,
+        padding_mask: tf.Tensor | None = None,
+        target_embedding: tf.Tensor | None = None,
+        encoder_output: EncoderOutput | None = None,
+        training: bool = False,
+        return_attention: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor | None]:
         if padding_mask is not None:
             # Zeroing padding before the convolution makes positions next to padding see
             # exactly what they would see at a sequence edge (padding invariance).
@@ -149,7 +154,9 @@ class ConvBlock(keras.layers.Layer):
         outputs, weights = self._gate(x, residual, target_embedding, encoder_output)
         return (outputs, weights) if return_attention else outputs
 
-    def initial_window(self, batch_size, dtype=None):
+    def initial_window(
+        self, batch_size: int | tf.Tensor, dtype: tf.DType | str | None = None
+    ) -> tf.Tensor:
         """The window before the first `step`: `k - 1` zero inputs, `[batch, k-1, c_in]`."""
         return self.convolution.initial_window(
             batch_size, self.input_channels, dtype or self.compute_dtype
@@ -157,13 +164,13 @@ class ConvBlock(keras.layers.Layer):
 
     def step(
         self,
-        inputs,
-        window,
-        residual=None,
-        target_embedding=None,
-        encoder_output=None,
-        beam_size=1,
-    ):
+        inputs: tf.Tensor,
+        window: tf.Tensor,
+        residual: tf.Tensor | None = None,
+        target_embedding: tf.Tensor | None = None,
+        encoder_output: EncoderOutput | None = None,
+        beam_size: int = 1,
+    ) -> tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]:
         """Runs a causal block on one new position (inference: no dropout).
 
         Args:
@@ -207,10 +214,10 @@ class ConvBlock(keras.layers.Layer):
             x = (x + residual) * tf.constant(math.sqrt(0.5), self.compute_dtype)
         return x, weights
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.channels,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

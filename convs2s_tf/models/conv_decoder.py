@@ -1,13 +1,18 @@
 """The ConvS2S decoder, in parallel (training) and incremental (generation) form."""
 
+from __future__ import annotations
+
 import collections
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import WeightNormDense
 from convs2s_tf.models.conv_stack import ConvStack
+from convs2s_tf.models.encoder_output import EncoderOutput
 from convs2s_tf.vocabulary import PAD_ID
 
 OutputSubset = collections.namedtuple("OutputSubset", ["kernel", "bias"])
@@ -63,18 +68,18 @@ class ConvDecoder(ConvStack):
 
     def __init__(
         self,
-        vocab_size,
-        embed_dim,
-        layers,
-        out_embed_dim=256,
-        attention=True,
-        dropout=0.1,
-        max_positions=1024,
-        use_positions=True,
-        share_embeddings=False,
-        pad_id=PAD_ID,
-        **kwargs,
-    ):
+        vocab_size: int,
+        embed_dim: int,
+        layers: str | Sequence[Sequence[int]],
+        out_embed_dim: int = 256,
+        attention: bool | str | Sequence[bool] = True,
+        dropout: float = 0.1,
+        max_positions: int = 1024,
+        use_positions: bool = True,
+        share_embeddings: bool = False,
+        pad_id: int = PAD_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             vocab_size,
             embed_dim,
@@ -111,10 +116,10 @@ class ConvDecoder(ConvStack):
         )
 
     @property
-    def num_attention_layers(self):
+    def num_attention_layers(self) -> int:
         return sum(self.attention_spec)
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         super().build(input_shape)
         self.hidden_projection.build((None, None, self.layer_spec[-1].channels))
         if self.output_projection is not None:
@@ -136,7 +141,7 @@ class ConvDecoder(ConvStack):
         logits = tf.matmul(features, output_subset.kernel) + output_subset.bias
         return tf.cast(logits, tf.float32)
 
-    def select_outputs(self, ids, valid):
+    def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
         """The `OutputSubset` of target `ids` (`[columns]` int32; `valid` `[columns]` bool,
         False for filler columns): computed once per search, its step logits are the
         full logits' columns `ids` (-inf where not `valid`)."""
@@ -166,7 +171,7 @@ class ConvDecoder(ConvStack):
         x = self.hidden_projection(x)
         return self.dropout_layer(x, training=training)
 
-    def output_logits(self, features):
+    def output_logits(self, features: tf.Tensor) -> tf.Tensor:
         """The vocabulary projection of `features` (`[..., out_embed_dim]`), in float32.
 
         Training applies it to the non-pad target positions only (see `features`),
@@ -182,7 +187,7 @@ class ConvDecoder(ConvStack):
         # Softmax, loss and search run in float32 whatever the compute dtype.
         return tf.cast(logits, tf.float32)
 
-    def unbiased_output_logits(self, features):
+    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """`output_logits` of `[tokens, out_embed_dim]` features without the output bias.
 
         Returns `(logits, bias)`: the product in the compute dtype and the float32 bias
@@ -192,7 +197,13 @@ class ConvDecoder(ConvStack):
         weights, vocabulary_axis, bias = self._projection_weights()
         return tf.matmul(features, weights, transpose_b=vocabulary_axis == 0), bias
 
-    def call(self, target_input, encoder_output, training=False, return_attention=False):
+    def call(
+        self,
+        target_input: tf.Tensor,
+        encoder_output: EncoderOutput,
+        training: bool = False,
+        return_attention: bool | str = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor | list[tf.Tensor] | None]:
         """Logits for every target position; `return_attention` adds attention weights:
         True for the average over attention blocks (`[batch, target, source]`, None if
         no block attends), `"per_block"` for the list of each attention block's weights.
@@ -207,7 +218,9 @@ class ConvDecoder(ConvStack):
             return logits, self._average(attention_weights) if attention_weights else None
         return logits
 
-    def features(self, target_input, encoder_output, training=False):
+    def features(
+        self, target_input: tf.Tensor, encoder_output: EncoderOutput, training: bool = False
+    ) -> tf.Tensor:
         """The inputs of the vocabulary projection, `[batch, target, out_embed_dim]`
         (after the final dropout): `output_logits(features(...))` equals `call(...)`."""
         return self._features(target_input, encoder_output, training, False)[0]
@@ -232,7 +245,7 @@ class ConvDecoder(ConvStack):
         x = self.run_blocks(self.input_projection(target_embedding), apply_block)
         return self._hidden(x, training), attention_weights
 
-    def initial_state(self, batch_size):
+    def initial_state(self, batch_size: int | tf.Tensor) -> tuple[tf.Tensor, ...]:
         """The incremental state before the first step: per block, `k - 1` zero inputs.
 
         Returns:
@@ -241,8 +254,14 @@ class ConvDecoder(ConvStack):
         return tuple(block.initial_window(batch_size, self.compute_dtype) for block in self.blocks)
 
     def step(
-        self, tokens, step, incremental_state, encoder_output, beam_size=1, output_subset=None
-    ):
+        self,
+        tokens: tf.Tensor,
+        step: int | tf.Tensor,
+        incremental_state: Sequence[tf.Tensor],
+        encoder_output: EncoderOutput,
+        beam_size: int = 1,
+        output_subset: OutputSubset | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...]]:
         """Decodes one position for every hypothesis, reusing the cached windows.
 
         Args:
@@ -287,7 +306,8 @@ class ConvDecoder(ConvStack):
         else:
             # In bfloat16 a fused product and bias rounds once, the product then the bias
             # twice: the projections keep their [batch, 1, channels] form, which is not
-            # fused, so that bfloat16 translations stay what they were.
+            # fused, so that a step rounds as the parallel pass over [batch, time,
+            # channels] does and translations do not depend on a kernel fusion.
             logits = self._logits(x, training=False, output_subset=output_subset)[:, 0, :]
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
@@ -295,7 +315,7 @@ class ConvDecoder(ConvStack):
             attention = tf.zeros([tf.shape(tokens)[0], tf.shape(encoder_output.keys)[1]])
         return logits, attention, tuple(new_state)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         del config["padding"]  # Always causal.
         config.update(

@@ -1,6 +1,10 @@
 """The ConvS2S encoder."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -44,16 +48,16 @@ class ConvEncoder(ConvStack):
 
     def __init__(
         self,
-        vocab_size,
-        embed_dim,
-        layers,
-        dropout=0.1,
-        max_positions=1024,
-        use_positions=True,
-        num_attention_layers=1,
-        pad_id=PAD_ID,
-        **kwargs,
-    ):
+        vocab_size: int,
+        embed_dim: int,
+        layers: str | Sequence[Sequence[int]],
+        dropout: float = 0.1,
+        max_positions: int = 1024,
+        use_positions: bool = True,
+        num_attention_layers: int = 1,
+        pad_id: int = PAD_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             vocab_size,
             embed_dim,
@@ -73,11 +77,11 @@ class ConvEncoder(ConvStack):
         )
         self.gradient_scale = GradientScale(1.0 / (2.0 * max(self.num_attention_layers, 1)))
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         super().build(input_shape)
         self.output_projection.build((None, None, self.layer_spec[-1].channels))
 
-    def call(self, source_tokens, training=False):
+    def call(self, source_tokens: tf.Tensor, training: bool = False) -> EncoderOutput:
         source_mask = tf.not_equal(source_tokens, self.pad_id)
         pad_zeroing = tf.cast(source_mask, self.compute_dtype)[:, :, None]
         embedded = self.embed(source_tokens, training=training)
@@ -91,7 +95,7 @@ class ConvEncoder(ConvStack):
         values = (keys + embedded) * tf.constant(math.sqrt(0.5), self.compute_dtype)
         return EncoderOutput(keys=keys, values=values, source_mask=source_mask)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         # Fixed for an encoder: "same" padding and no attention.
         del config["padding"], config["attention"]

@@ -1,8 +1,13 @@
 """What the ConvS2S encoder and decoder share: embeddings, input projection, blocks."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
+import tensorflow as tf
 
 from convs2s_tf.layers import (
     LearnedPositionalEmbedding,
@@ -66,17 +71,17 @@ class ConvStack(keras.layers.Layer):
 
     def __init__(
         self,
-        vocab_size,
-        embed_dim,
-        layers,
-        dropout=0.1,
-        max_positions=1024,
-        use_positions=True,
-        pad_id=PAD_ID,
-        padding="same",
-        attention=None,
-        **kwargs,
-    ):
+        vocab_size: int,
+        embed_dim: int,
+        layers: str | Sequence[Sequence[int]],
+        dropout: float = 0.1,
+        max_positions: int = 1024,
+        use_positions: bool = True,
+        pad_id: int = PAD_ID,
+        padding: str = "same",
+        attention: bool | str | Sequence[bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.vocab_size = int(vocab_size)
         self.embed_dim = int(embed_dim)
@@ -121,7 +126,7 @@ class ConvStack(keras.layers.Layer):
                 if layer is not None:
                     self._track_trackable(layer, name=f"{role}_{index}")
 
-    def _make_blocks(self):
+    def _make_blocks(self) -> list[ConvBlock]:
         widths = [self.layer_spec[0].channels]
         blocks = []
         for index, layer in enumerate(self.layer_spec):
@@ -143,15 +148,15 @@ class ConvStack(keras.layers.Layer):
         return blocks
 
     @property
-    def num_blocks(self):
+    def num_blocks(self) -> int:
         return len(self.blocks)
 
     @property
-    def max_length(self):
+    def max_length(self) -> int:
         """The longest sequence (its `</s>` included) the position table can embed."""
         return self.max_positions - self.pad_id - 1
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         self.token_embedding.build((None, None))
         if self.position_embedding is not None:
             self.position_embedding.build((None, None))
@@ -159,7 +164,9 @@ class ConvStack(keras.layers.Layer):
         for block in self.blocks:
             block.build()
 
-    def embed(self, tokens, training=False, step=None):
+    def embed(
+        self, tokens: tf.Tensor, training: bool = False, step: int | tf.Tensor | None = None
+    ) -> tf.Tensor:
         """`e`: token plus position embedding (of incremental `step` if given), with
         dropout."""
         embedded = self.token_embedding(tokens)
@@ -170,7 +177,11 @@ class ConvStack(keras.layers.Layer):
                 embedded = embedded + self.position_embedding.step_embedding(step)
         return self.dropout_layer(embedded, training=training)
 
-    def run_blocks(self, x, apply_block):
+    def run_blocks(
+        self,
+        x: tf.Tensor,
+        apply_block: Callable[[int, ConvBlock, tf.Tensor, tf.Tensor | None], tf.Tensor],
+    ) -> tf.Tensor:
         """Feeds `x` through the blocks in order.
 
         Args:
@@ -189,7 +200,7 @@ class ConvStack(keras.layers.Layer):
             block_inputs.append(x)
         return x
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

@@ -1,10 +1,16 @@
 """The ConvS2S encoder-decoder as a subclassed Keras model."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from convs2s_tf.models.conv_decoder import ConvDecoder
 from convs2s_tf.models.conv_encoder import ConvEncoder
+from convs2s_tf.models.encoder_output import EncoderOutput
 from convs2s_tf.models.layer_spec import normalise_layer_spec, parse_attention_spec
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -48,22 +54,22 @@ class ConvS2S(keras.Model):
 
     def __init__(
         self,
-        source_vocab_size,
-        target_vocab_size,
-        embed_dim=256,
-        encoder_layers="[(256, 3)] * 4",
-        decoder_layers="[(256, 3)] * 3",
-        decoder_out_embed_dim=256,
-        decoder_attention=True,
-        dropout=0.1,
-        max_source_positions=1024,
-        max_target_positions=1024,
-        share_decoder_input_output_embed=False,
-        source_positions=True,
-        target_positions=True,
-        pad_id=PAD_ID,
-        **kwargs,
-    ):
+        source_vocab_size: int,
+        target_vocab_size: int,
+        embed_dim: int = 256,
+        encoder_layers: str | Sequence[Sequence[int]] = "[(256, 3)] * 4",
+        decoder_layers: str | Sequence[Sequence[int]] = "[(256, 3)] * 3",
+        decoder_out_embed_dim: int = 256,
+        decoder_attention: bool | str | Sequence[bool] = True,
+        dropout: float = 0.1,
+        max_source_positions: int = 1024,
+        max_target_positions: int = 1024,
+        share_decoder_input_output_embed: bool = False,
+        source_positions: bool = True,
+        target_positions: bool = True,
+        pad_id: int = PAD_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         _check_sizes(
             dropout,
@@ -117,7 +123,9 @@ class ConvS2S(keras.Model):
         }
 
     @classmethod
-    def from_preset(cls, preset, source_vocab_size, target_vocab_size, **overrides):
+    def from_preset(
+        cls, preset: str, source_vocab_size: int, target_vocab_size: int, **overrides: Any
+    ) -> ConvS2S:
         """Builds a model from a named architecture (see `convs2s_tf.models.presets`)."""
         from convs2s_tf.models.presets import get_preset
 
@@ -127,16 +135,21 @@ class ConvS2S(keras.Model):
             source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: Any = None) -> None:
         self.encoder.build()
         self.decoder.build()
         self.built = True
 
-    def encode(self, source, training=False):
+    def encode(self, source: tf.Tensor, training: bool = False) -> EncoderOutput:
         """Runs the encoder: `source` `[B, S]` int -> `EncoderOutput`."""
         return self.encoder(source, training=training)
 
-    def call(self, inputs, training=False, return_attention=False):
+    def call(
+        self,
+        inputs: Mapping[str, tf.Tensor],
+        training: bool = False,
+        return_attention: bool | str = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor | list[tf.Tensor] | None]:
         encoder_output = self.encoder(inputs["source"], training=training)
         return self.decoder(
             inputs["target_input"],
@@ -145,19 +158,19 @@ class ConvS2S(keras.Model):
             return_attention=return_attention,
         )
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._config)
         return config
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: Mapping[str, Any]) -> ConvS2S:
         config = dict(config)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
 
-    def dummy_inputs(self):
+    def dummy_inputs(self) -> dict[str, tf.Tensor]:
         """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
         return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
 

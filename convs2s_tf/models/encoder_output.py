@@ -1,12 +1,21 @@
 """What the encoder hands to the decoder."""
 
-import collections
+from __future__ import annotations
 
-EncoderOutput = collections.namedtuple("EncoderOutput", ["keys", "values", "source_mask"])
-EncoderOutput.__doc__ = """Encoder output consumed by every decoder attention module.
+from typing import NamedTuple
 
-Fields:
-    keys: `z`, `[batch, source, embed_dim]`, zero at padding.
-    values: `(z + e) * sqrt(0.5)`, `[batch, source, embed_dim]`.
-    source_mask: `[batch, source]` bool, True at real (non-pad) tokens.
-"""
+import tensorflow as tf
+
+
+class EncoderOutput(NamedTuple):
+    """Encoder output consumed by every decoder attention module.
+
+    Fields:
+        keys: `z`, `[batch, source, embed_dim]`, zero at padding.
+        values: `(z + e) * sqrt(0.5)`, `[batch, source, embed_dim]`.
+        source_mask: `[batch, source]` bool, True at real (non-pad) tokens.
+    """
+
+    keys: tf.Tensor
+    values: tf.Tensor
+    source_mask: tf.Tensor

@@ -5,31 +5,39 @@ evaluated: Python's own parser builds the syntax tree and only integer literals,
 tuples, lists, `True`/`False`, `+` and `*` are interpreted.
 """
 
+from __future__ import annotations
+
 import ast
-import collections
+from collections.abc import Sequence
+from typing import Any, NamedTuple, NoReturn
 
 # A spec longer than this is almost certainly a typo (and would exhaust memory).
 MAX_LAYERS = 1000
 
-LayerSpec = collections.namedtuple("LayerSpec", ["channels", "kernel_width", "residual"])
-LayerSpec.__doc__ = """One convolutional block: output channels, kernel width and residual
-distance (how many blocks back the residual comes from; 1 = previous block, 0 = none)."""
+
+class LayerSpec(NamedTuple):
+    """One convolutional block: output channels, kernel width and residual
+    distance (how many blocks back the residual comes from; 1 = previous block, 0 = none)."""
+
+    channels: int
+    kernel_width: int
+    residual: int
 
 
 class LayerSpecError(ValueError):
     """A malformed layer or attention spec."""
 
 
-def _quote(text, node):
+def _quote(text: str, node: ast.AST) -> str:
     segment = ast.get_source_segment(text, node)
     return segment if segment is not None else text
 
 
-def _fail(text, node, why):
+def _fail(text: str, node: ast.AST, why: str) -> NoReturn:
     raise LayerSpecError(f"Invalid spec {text!r}: {why} in {_quote(text, node)!r}.")
 
 
-def _evaluate(text, node):
+def _evaluate(text: str, node: ast.AST) -> Any:
     """Interprets the allowed subset of expressions; anything else is rejected."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or isinstance(node.value, int):
@@ -54,7 +62,7 @@ def _evaluate(text, node):
     _fail(text, node, f"unsupported syntax ({type(node).__name__})")
 
 
-def _parse(text):
+def _parse(text: str) -> Any:
     if not isinstance(text, str) or not text.strip():
         raise LayerSpecError(f"Invalid spec {text!r}: it is empty.")
     try:
@@ -64,7 +72,7 @@ def _parse(text):
     return _evaluate(text.strip(), tree.body)
 
 
-def parse_layer_spec(text):
+def parse_layer_spec(text: str) -> list[LayerSpec]:
     """Parses a layer spec into a list of `LayerSpec`.
 
     Args:
@@ -106,7 +114,7 @@ def parse_layer_spec(text):
     return layers
 
 
-def normalise_layer_spec(layers):
+def normalise_layer_spec(layers: str | Sequence[Sequence[int]]) -> list[LayerSpec]:
     """Accepts a spec text or a list of tuples; returns a validated `LayerSpec` list."""
     if isinstance(layers, str):
         return parse_layer_spec(layers)
@@ -117,7 +125,7 @@ def normalise_layer_spec(layers):
     return parse_layer_spec(repr(items))
 
 
-def format_layer_spec(layers):
+def format_layer_spec(layers: Sequence[LayerSpec]) -> str:
     """The canonical text of a list of `LayerSpec` (round-trips through the parser)."""
     items = []
     for layer in layers:
@@ -128,7 +136,7 @@ def format_layer_spec(layers):
     return "[" + ", ".join(items) + "]"
 
 
-def parse_attention_spec(spec, num_layers):
+def parse_attention_spec(spec: bool | str | Sequence[bool], num_layers: int) -> list[bool]:
     """Which decoder blocks have attention.
 
     Args:

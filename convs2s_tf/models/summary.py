@@ -1,13 +1,20 @@
 """Parameter counts per component of a ConvS2S model."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
+from convs2s_tf.models.convs2s import ConvS2S
 
-def _count(variables):
+
+def _count(variables: Iterable[Any]) -> int:
     return int(sum(np.prod(v.shape) for v in variables))
 
 
-def parameter_counts(model):
+def parameter_counts(model: ConvS2S) -> list[tuple[str, int]]:
     """An ordered list of `(component, parameters)` for a built `ConvS2S`."""
     rows = []
     for side in (model.encoder, model.decoder):
@@ -40,11 +47,13 @@ def parameter_counts(model):
             )
             rows.append((f"{prefix}/output_projection", _count(output)))
         else:
-            rows.append((f"{prefix}/output_projection", _count(side.output_projection.weights)))
+            rows.append(
+                (f"{prefix}/output_projection", _count(model.encoder.output_projection.weights))
+            )
     return rows
 
 
-def format_summary(model):
+def format_summary(model: ConvS2S) -> str:
     """A printable table of `parameter_counts`, with the total."""
     if not model.built:
         model(model.dummy_inputs())

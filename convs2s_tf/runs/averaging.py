@@ -46,6 +46,7 @@ def average_checkpoints(paths, model):
         for total, value in zip(sums, values):
             if np.issubdtype(value.dtype, np.floating):
                 total += value
+    assert sums is not None  # `paths` is not empty
     for variable, value, total in zip(model.weights, values, sums):
         # A non-float variable keeps the last checkpoint's value, restored last.
         if np.issubdtype(value.dtype, np.floating):
@@ -90,7 +91,7 @@ def averaged_model(run_config, paths):
 
 
 def write_averaged_checkpoint(model_dir, paths):
-    """Writes the mean of `paths` into the run's `averaged/` (`--average_last_n`).
+    """Writes the mean of `paths` into the run's `averaged/` (`average_last_n`).
 
     Args:
         model_dir: The run directory the checkpoints belong to.
@@ -109,7 +110,7 @@ def write_averaged_run(source_dir, paths, output_dir):
 
     Its `config.json` is the source run's (the files it names as absolute paths) plus
     `"averaged_from"`: the checkpoints averaged. Translation, evaluation and export
-    accept it as `--model_dir`.
+    accept it as `model_dir`.
 
     Args:
         source_dir: The run directory whose model the checkpoints hold.
@@ -129,14 +130,14 @@ def write_averaged_run(source_dir, paths, output_dir):
     output = RunDirectory(output_dir).absolute()
     if output.path == source.path:
         raise ValueError(
-            f"--output_dir {output_dir} is the source run: {source.best_dir} would be "
+            f"`output_dir` {output_dir} is the source run: {source.best_dir} would be "
             "replaced. Write the averaged run to a new directory."
         )
     if output.holds_run() and (
         not tf.io.gfile.exists(output.config_path) or AVERAGED_FROM_KEY not in output.read_config()
     ):
         raise ValueError(
-            f"--output_dir {output_dir} holds a run that is not an averaged one; "
+            f"`output_dir` {output_dir} holds a run that is not an averaged one; "
             "refusing to replace it."
         )
     run_config = source.read_config()
@@ -163,6 +164,6 @@ def last_checkpoints(paths, count, where):
     if count > len(paths):
         raise ValueError(
             f"{where} holds {len(paths)} checkpoints, fewer than the {count} asked for "
-            "(training keeps the last --keep_checkpoints)."
+            "(training keeps the last `keep_checkpoints`)."
         )
     return paths[-count:]

@@ -1,6 +1,9 @@
 """Checkpoint restore that never silently starts afresh."""
 
+from __future__ import annotations
+
 import os
+from typing import Any
 
 import tensorflow as tf
 
@@ -9,7 +12,7 @@ class CheckpointError(RuntimeError):
     """A checkpoint that exists but cannot be used, or one asked for that is missing."""
 
 
-def has_checkpoint_files(directory):
+def has_checkpoint_files(directory: str) -> bool:
     """Whether `directory` holds anything that looks like a checkpoint.
 
     Args:
@@ -25,7 +28,7 @@ def has_checkpoint_files(directory):
     )
 
 
-def checkpoint_has(path, name):
+def checkpoint_has(path: str, name: str) -> bool:
     """Whether the checkpoint at `path` holds an object saved under the top-level `name`.
 
     Args:
@@ -41,7 +44,7 @@ def checkpoint_has(path, name):
         return False
 
 
-def restore_checkpoint(checkpoint, path, partial=False):
+def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> Any:
     """Restores `path` into `checkpoint`, raising `CheckpointError` naming the problem.
 
     Every object of `checkpoint` (model, optimiser, state) must be built first so that
@@ -74,13 +77,13 @@ def restore_checkpoint(checkpoint, path, partial=False):
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise CheckpointError(
             f"Checkpoint {path} cannot be restored ({type(error).__name__}: {message}). It is "
-            "corrupt or from a different model; remove it (or point --model_dir elsewhere) "
+            "corrupt or from a different model; remove it (or point `model_dir` elsewhere) "
             "to start afresh."
         ) from error
     return status
 
 
-def latest_checkpoint(directory):
+def latest_checkpoint(directory: str) -> str | None:
     """The newest checkpoint in `directory`, None when there is none at all.
 
     Args:

@@ -1,5 +1,10 @@
 """Loading a run directory's model (config + checkpoint) and tokenizer for inference."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import keras
 import tensorflow as tf
 
@@ -9,17 +14,17 @@ from convs2s_tf.runs.checkpoints import restore_checkpoint
 from convs2s_tf.runs.run_directory import RunDirectory
 
 
-def read_run_config(model_dir):
+def read_run_config(model_dir: str) -> dict[str, Any]:
     """The `config.json` content of the run in `model_dir` (see `RunDirectory`)."""
     return RunDirectory(model_dir).read_config()
 
 
-def find_checkpoint(model_dir, checkpoint=None):
+def find_checkpoint(model_dir: str, checkpoint: str | None = None) -> str:
     """`checkpoint` if given, else the best checkpoint, else the latest one."""
     return RunDirectory(model_dir).find_checkpoint(checkpoint)
 
 
-def build_model(model_config, compute_dtype=None):
+def build_model(model_config: Mapping[str, Any], compute_dtype: str | None = None) -> ConvS2S:
     """A built `ConvS2S` from its config.
 
     Args:
@@ -45,12 +50,12 @@ def build_model(model_config, compute_dtype=None):
 
 
 def load_trained_model(
-    model_dir,
-    checkpoint=None,
-    sentencepiece_model=None,
-    compute_dtype=None,
-    tokenizer_factory=None,
-):
+    model_dir: str,
+    checkpoint: str | None = None,
+    sentencepiece_model: str | None = None,
+    compute_dtype: str | None = None,
+    tokenizer_factory: Callable[[str, dict[str, Any], str | None], Any] | None = None,
+) -> tuple[ConvS2S, Any, str, dict[str, Any]]:
     """Builds the run's model, restores its weights and loads its tokenizer.
 
     Args:

@@ -1,4 +1,4 @@
-"""The layout of a run directory (`--model_dir`), known here and nowhere else.
+"""The layout of a run directory (`model_dir`), known here and nowhere else.
 
 `pipelines.train` and `pipelines.import_fairseq` write run directories; translation,
 evaluation and export read them::
@@ -8,9 +8,9 @@ evaluation and export read them::
     best/ckpt-N                          the checkpoint of the best validation loss (an
                                          imported run's weights, an averaged run's mean)
     epoch_ends/ckpt-N                    the model at the last epoch ends (kept for
-                                         --average_last_n)
+                                         `average_last_n`)
     averaged/ckpt-N                      the mean of the last epoch ends' weights
-                                         (--average_last_n)
+                                         (`average_last_n`)
     source_dict.txt, target_dict.txt     an imported run's token dictionaries
     sentencepiece.model                  an imported run's SentencePiece model, if any
     test_results.json                    test scores of the model the run ends with
@@ -19,9 +19,12 @@ evaluation and export read them::
 (TensorBoard events go to `train/` and `valid/`, see `SummaryLogger`.)
 """
 
-import collections
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple, overload
 
 import tensorflow as tf
 from absl import logging
@@ -44,26 +47,30 @@ SENTENCEPIECE_FILE = "sentencepiece.model"
 TEST_RESULTS_FILE = "test_results.json"
 _WORKER_SUBDIR = "tmp_worker_{task_id}"
 
-# What a resumed run must share with the one that wrote the directory, and what the
-# flags change when it differs (run directories written before a key existed lack it).
+# What a resumed run must share with the one that wrote the directory, and what changes
+# it (run directories written before a key existed lack it).
 _RUN_IDENTITY = {
-    "model": "another model (--preset and the model flags)",
-    "data_fingerprint": "other prepared data (--data_dir and its preparation flags)",
+    "model": "another model (`preset` and the model settings)",
+    "data_fingerprint": "other prepared data (`data_dir` and its preparation settings)",
     "vocabulary_sha256": "another SentencePiece vocabulary",
 }
 
-VocabularyFiles = collections.namedtuple(
-    "VocabularyFiles", ["format", "source", "target", "sentencepiece_model"]
-)
-VocabularyFiles.__doc__ = """The token vocabularies of a run whose ids are not SentencePiece's.
 
-Fields:
-    format: What the dictionaries are (e.g. `"fairseq_dictionary"`).
-    source: Path of the source dictionary.
-    target: Path of the target dictionary (the same file for a joined one).
-    sentencepiece_model: Path of the SentencePiece model segmenting plain text into the
-        dictionaries' tokens, or None (pre-tokenised text).
-"""
+class VocabularyFiles(NamedTuple):
+    """The token vocabularies of a run whose ids are not SentencePiece's.
+
+    Fields:
+        format: What the dictionaries are (e.g. `"fairseq_dictionary"`).
+        source: Path of the source dictionary.
+        target: Path of the target dictionary (the same file for a joined one).
+        sentencepiece_model: Path of the SentencePiece model segmenting plain text into the
+            dictionaries' tokens, or None (pre-tokenised text).
+    """
+
+    format: str
+    source: str
+    target: str
+    sentencepiece_model: str | None
 
 
 def _absolute(path):
@@ -71,7 +78,7 @@ def _absolute(path):
     return path if "://" in path else os.path.abspath(path)
 
 
-def _checkpoints_by_step(directory):
+def _checkpoints_by_step(directory: str) -> list[str]:
     """The complete checkpoints a `CheckpointManager` keeps in `directory`, by step.
 
     Args:
@@ -96,69 +103,69 @@ class RunDirectory:
         path: The directory (it need not exist yet); relative paths stay relative.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)
 
     @classmethod
-    def of_checkpoint(cls, path):
+    def of_checkpoint(cls, path: str) -> RunDirectory:
         """The run directory holding a checkpoint of its `checkpoints/`, `best/`, ...
 
         (Whether it holds a run is for `holds_run` to say.)"""
         return cls(os.path.dirname(os.path.dirname(_absolute(path))))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"RunDirectory({self._path!r})"
 
     @property
-    def path(self):
+    def path(self) -> str:
         """The directory, as given."""
         return self._path
 
     @property
-    def config_path(self):
+    def config_path(self) -> str:
         """`config.json`: the run's model config and what it was made from."""
         return os.path.join(self._path, CONFIG_FILE)
 
     @property
-    def checkpoints_dir(self):
+    def checkpoints_dir(self) -> str:
         """The most recent training checkpoints (what a resumed run continues from)."""
         return os.path.join(self._path, CHECKPOINTS_SUBDIR)
 
     @property
-    def best_dir(self):
+    def best_dir(self) -> str:
         """The checkpoint of the best validation loss (what inference uses)."""
         return os.path.join(self._path, BEST_SUBDIR)
 
     @property
-    def epoch_ends_dir(self):
-        """The model at the last epoch ends, kept to be averaged (`--average_last_n`)."""
+    def epoch_ends_dir(self) -> str:
+        """The model at the last epoch ends, kept to be averaged (`average_last_n`)."""
         return os.path.join(self._path, EPOCH_ENDS_SUBDIR)
 
     @property
-    def averaged_dir(self):
+    def averaged_dir(self) -> str:
         """The mean of the last epoch ends' weights (what inference prefers)."""
         return os.path.join(self._path, AVERAGED_SUBDIR)
 
     @property
-    def test_results_path(self):
+    def test_results_path(self) -> str:
         """Where training writes the best checkpoint's test scores."""
         return os.path.join(self._path, TEST_RESULTS_FILE)
 
-    def absolute(self):
+    def absolute(self) -> RunDirectory:
         """This directory with an absolute path (checkpoint state files stay valid
         whatever the working directory)."""
         return RunDirectory(_absolute(self._path))
 
-    def worker_directory(self, task_id):
+    def worker_directory(self, task_id: int) -> RunDirectory:
         """Where a non-chief worker writes the checkpoints it must write and then drops."""
         return RunDirectory(os.path.join(self._path, _WORKER_SUBDIR.format(task_id=task_id)))
 
-    def holds_run(self):
+    def holds_run(self) -> bool:
         """Whether a run was written here already (a config or a best checkpoint)."""
         return tf.io.gfile.exists(self.config_path) or tf.io.gfile.exists(self.best_dir)
 
     # ---------------------------------------------------------------- config
-    def read_config(self):
+    def read_config(self) -> dict[str, Any]:
         """The content of `config.json`.
 
         Raises:
@@ -167,13 +174,13 @@ class RunDirectory:
         path = self.config_path
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(
-                f"{path} does not exist: --model_dir must be a directory written by "
-                "pipelines.train (or pipelines.import_fairseq)."
+                f"{path} does not exist: `model_dir` must be a directory written by "
+                "training (or by a fairseq import)."
             )
         with tf.io.gfile.GFile(path) as f:
             return json.load(f)
 
-    def write_config(self, run_config):
+    def write_config(self, run_config: Mapping[str, Any]) -> None:
         """Writes `run_config` as `config.json`, atomically (a reader never sees half).
 
         Args:
@@ -185,7 +192,7 @@ class RunDirectory:
             json.dump(run_config, f, indent=2, sort_keys=True)
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
-    def check_same_run(self, run_config):
+    def check_same_run(self, run_config: Mapping[str, Any]) -> None:
         """Refuses to resume a run with another model, other data or another vocabulary.
 
         Args:
@@ -201,36 +208,36 @@ class RunDirectory:
         for key, what in _RUN_IDENTITY.items():
             if key in existing and key in run_config and existing[key] != run_config[key]:
                 raise ValueError(
-                    f"{self.config_path} describes {what} than the flags ask for (stored "
+                    f"{self.config_path} describes {what} than asked for now (stored "
                     f"{key}={existing[key]}, now {run_config[key]}): resuming would mix them. "
-                    "Use a new --model_dir, or the original flags and data."
+                    "Use a new `model_dir`, or the original settings and data."
                 )
 
     # ----------------------------------------------------------- checkpoints
-    def latest_checkpoint(self):
+    def latest_checkpoint(self) -> str | None:
         """The newest checkpoint of `checkpoints/`, or None (see `latest_checkpoint`)."""
         return latest_checkpoint(self.checkpoints_dir)
 
-    def best_checkpoint(self):
+    def best_checkpoint(self) -> str | None:
         """The checkpoint of `best/`, or None (see `latest_checkpoint`)."""
         return latest_checkpoint(self.best_dir)
 
-    def averaged_checkpoint(self):
+    def averaged_checkpoint(self) -> str | None:
         """The checkpoint of `averaged/`, or None (see `latest_checkpoint`)."""
         return latest_checkpoint(self.averaged_dir)
 
-    def recent_checkpoints(self):
+    def recent_checkpoints(self) -> list[str]:
         """The checkpoints of `checkpoints/`, oldest first (see `_checkpoints_by_step`)."""
         return _checkpoints_by_step(self.checkpoints_dir)
 
-    def epoch_end_checkpoints(self):
+    def epoch_end_checkpoints(self) -> list[str]:
         """The checkpoints of `epoch_ends/`, oldest first (see `_checkpoints_by_step`)."""
         return _checkpoints_by_step(self.epoch_ends_dir)
 
-    def find_checkpoint(self, checkpoint=None):
+    def find_checkpoint(self, checkpoint: str | None = None) -> str:
         """The checkpoint to translate with.
 
-        The averaged model comes first: a run trained with `--average_last_n` ends with
+        The averaged model comes first: a run trained with `average_last_n` ends with
         it and scores its test split with it, so inference with default flags must agree.
 
         Args:
@@ -253,7 +260,7 @@ class RunDirectory:
             raise CheckpointError(f"No checkpoint in {self.best_dir} or {self.checkpoints_dir}.")
         return path
 
-    def resume_checkpoint(self):
+    def resume_checkpoint(self) -> str | None:
         """The checkpoint a resumed training run continues from, or None for a fresh run.
 
         The latest of `checkpoints/`; with that gone but `best/` present, the best one (a
@@ -274,7 +281,12 @@ class RunDirectory:
                 )
         return path
 
-    def checkpoint_manager(self, checkpoint, max_to_keep, step_counter=None):
+    def checkpoint_manager(
+        self,
+        checkpoint: tf.train.Checkpoint,
+        max_to_keep: int,
+        step_counter: tf.Variable | None = None,
+    ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`."""
         return tf.train.CheckpointManager(
             checkpoint,
@@ -284,25 +296,31 @@ class RunDirectory:
             checkpoint_name=CHECKPOINT_PREFIX,
         )
 
-    def best_checkpoint_manager(self, checkpoint):
+    def best_checkpoint_manager(
+        self, checkpoint: tf.train.Checkpoint
+    ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one best checkpoint in `best/`."""
         return tf.train.CheckpointManager(
             checkpoint, self.best_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
         )
 
-    def epoch_end_checkpoint_manager(self, checkpoint, max_to_keep):
+    def epoch_end_checkpoint_manager(
+        self, checkpoint: tf.train.Checkpoint, max_to_keep: int
+    ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the last `max_to_keep` epoch ends."""
         return tf.train.CheckpointManager(
             checkpoint, self.epoch_ends_dir, max_to_keep, checkpoint_name=CHECKPOINT_PREFIX
         )
 
-    def averaged_checkpoint_manager(self, checkpoint):
+    def averaged_checkpoint_manager(
+        self, checkpoint: tf.train.Checkpoint
+    ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one averaged checkpoint in `averaged/`."""
         return tf.train.CheckpointManager(
             checkpoint, self.averaged_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
         )
 
-    def save_best(self, checkpoint):
+    def save_best(self, checkpoint: tf.train.Checkpoint) -> str:
         """Saves `checkpoint` as the run's best (an imported run's weights).
 
         Returns:
@@ -311,14 +329,20 @@ class RunDirectory:
         return checkpoint.save(os.path.join(self.absolute().best_dir, CHECKPOINT_PREFIX))
 
     # ------------------------------------------------------------ vocabulary
-    def resolve(self, path):
+    @overload
+    def resolve(self, path: str) -> str: ...
+
+    @overload
+    def resolve(self, path: None) -> None: ...
+
+    def resolve(self, path: str | None) -> str | None:
         """`path` as named in `config.json`: a relative one is inside the run directory."""
         return path if not path or os.path.isabs(path) or "://" in path else self._join(path)
 
-    def _join(self, name):
+    def _join(self, name: str) -> str:
         return os.path.join(self._path, name)
 
-    def portable_config(self, run_config):
+    def portable_config(self, run_config: Mapping[str, Any]) -> dict[str, Any]:
         """`run_config` with the files it names inside this run as absolute paths, so
         that it stays valid when written into another run directory.
 
@@ -331,6 +355,8 @@ class RunDirectory:
         portable = dict(run_config)
         if portable.get("sentencepiece_model"):
             portable["sentencepiece_model"] = _absolute(self.sentencepiece_model(run_config))
+        if portable.get("data_dir"):
+            portable["data_dir"] = _absolute(self.resolve(portable["data_dir"]))
         if portable.get("vocabulary"):
             vocabulary = dict(portable["vocabulary"])
             for side in ("source", "target"):
@@ -338,11 +364,38 @@ class RunDirectory:
             portable["vocabulary"] = vocabulary
         return portable
 
-    def sentencepiece_model(self, run_config):
+    def data_dir(self, run_config: Mapping[str, Any]) -> str | None:
+        """The prepared data directory the run was trained on, or None if it names none.
+
+        Training stores it as an absolute path; a relative one (written by hand, or by a
+        tool that keeps runs relocatable) is inside the run directory, as every other
+        path of `config.json`. Either way the answer does not depend on the working
+        directory of whoever reads the run.
+
+        Raises:
+            FileNotFoundError: The run names a data directory that does not exist.
+        """
+        path = self.resolve(run_config.get("data_dir"))
+        if not path:
+            return None
+        if not tf.io.gfile.isdir(path):
+            raise FileNotFoundError(
+                f"{self.config_path} names the prepared data {path}, which does not exist: "
+                "prepare it again there, or name the data directory explicitly."
+            )
+        return path
+
+    def sentencepiece_model(self, run_config: Mapping[str, Any]) -> str | None:
         """The path of the run's SentencePiece model, or None if it names none."""
         return self.resolve(run_config.get("sentencepiece_model")) or None
 
-    def write_vocabulary(self, vocabulary_format, source_dict, target_dict, sentencepiece_model):
+    def write_vocabulary(
+        self,
+        vocabulary_format: str,
+        source_dict: str,
+        target_dict: str,
+        sentencepiece_model: str | None,
+    ) -> dict[str, Any]:
         """Copies an imported run's dictionaries (and SentencePiece model) into the run.
 
         Args:
@@ -369,7 +422,7 @@ class RunDirectory:
             },
         }
 
-    def vocabulary_files(self, run_config):
+    def vocabulary_files(self, run_config: Mapping[str, Any]) -> VocabularyFiles | None:
         """The token vocabularies `run_config` names, or None for SentencePiece ids.
 
         Args:

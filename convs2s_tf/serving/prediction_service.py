@@ -6,9 +6,13 @@ and tests where TF Serving is not installed. It serves the newest version under 
 model base path, like TF Serving.
 """
 
+from __future__ import annotations
+
 import concurrent.futures
 import os
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 import grpc
 import numpy as np
@@ -29,7 +33,7 @@ DEFAULT_SIGNATURE = "serving_default"
 class ServableModel:
     """The newest SavedModel version under `base_path`, loaded for prediction."""
 
-    def __init__(self, name, base_path):
+    def __init__(self, name: str, base_path: str) -> None:
         import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of the export)
 
         self.name = name
@@ -46,10 +50,10 @@ class ServableModel:
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Implements Predict and GetModelMetadata for one `ServableModel`."""
 
-    def __init__(self, servable):
+    def __init__(self, servable: ServableModel) -> None:
         self.servable = servable
 
-    def _check_model(self, model_spec, context):
+    def _check_model(self, model_spec: Any, context: grpc.ServicerContext) -> None:
         if model_spec.name != self.servable.name:
             context.abort(
                 grpc.StatusCode.NOT_FOUND,
@@ -63,12 +67,14 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
                 f"{model_spec.version.value} (serving version {self.servable.version}).",
             )
 
-    def _response_spec(self, signature_name):
+    def _response_spec(self, signature_name: str) -> Any:
         spec = model_pb2.ModelSpec(name=self.servable.name, signature_name=signature_name)
         spec.version.value = self.servable.version
         return spec
 
-    def Predict(self, request, context):
+    def Predict(
+        self, request: predict_pb2.PredictRequest, context: grpc.ServicerContext
+    ) -> predict_pb2.PredictResponse:
         self._check_model(request.model_spec, context)
         signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
         function = self.servable.signatures.get(signature_name)
@@ -128,7 +134,11 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.outputs[key].CopyFrom(tf.make_tensor_proto(np.asarray(outputs[key])))
         return response
 
-    def GetModelMetadata(self, request, context):
+    def GetModelMetadata(
+        self,
+        request: get_model_metadata_pb2.GetModelMetadataRequest,
+        context: grpc.ServicerContext,
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
         self._check_model(request.model_spec, context)
         if list(request.metadata_field) not in ([], ["signature_def"]):
             context.abort(
@@ -146,7 +156,9 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return response
 
 
-def create_server(servable, host="127.0.0.1", port=8500, max_workers=8):
+def create_server(
+    servable: ServableModel, host: str = "127.0.0.1", port: int = 8500, max_workers: int = 8
+) -> tuple[grpc.Server, int]:
     """A started gRPC server serving `servable`; returns `(server, bound_port)`.
 
     Binds 127.0.0.1 unless told otherwise; port 0 picks a free port.
@@ -162,13 +174,13 @@ def create_server(servable, host="127.0.0.1", port=8500, max_workers=8):
     return server, bound
 
 
-def serve_until_signal(server, signals=None):
+def serve_until_signal(server: grpc.Server, signals: Iterable[int] | None = None) -> None:
     """Blocks until SIGTERM/SIGINT, then stops the server gracefully."""
     import signal
 
     stopped = threading.Event()
 
-    def handle(signum, frame):
+    def handle(signum: int, frame: Any) -> None:
         del signum, frame
         stopped.set()
 

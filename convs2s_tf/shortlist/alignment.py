@@ -8,7 +8,10 @@ by. Every (sentence, source token, target token) link is one entry of flat array
 iteration is a few `bincount`s over them, however many sentences there are.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -35,7 +38,7 @@ class TranslationTable:
     target_vocab_size: int
     sentences: int
 
-    def top_targets(self, k):
+    def top_targets(self, k: int) -> np.ndarray:
         """`[source_vocab_size, k]` int32: per source id its `k` most probable targets,
         best first; rows with fewer known targets are filled with -1."""
         table = np.full([self.source_vocab_size, k], -1, np.int32)
@@ -51,7 +54,7 @@ class TranslationTable:
         table[sources[keep], rank[keep]] = targets[keep]
         return table
 
-    def most_frequent(self, n):
+    def most_frequent(self, n: int) -> np.ndarray:
         """`[n]` int32: the `n` most frequent target ids, most frequent first (ties: lower
         id first), only ids that occur."""
         order = np.lexsort((np.arange(self.target_vocab_size), -self.target_counts))
@@ -78,7 +81,12 @@ def _links(pairs, null_id):
     return np.concatenate(sources), np.concatenate(targets), np.concatenate(positions)
 
 
-def fit_ibm1(pairs, source_vocab_size, target_vocab_size, iterations=5):
+def fit_ibm1(
+    pairs: Iterable[tuple[Sequence[int], Sequence[int]]],
+    source_vocab_size: int,
+    target_vocab_size: int,
+    iterations: int = 5,
+) -> TranslationTable:
     """Fits IBM model 1 on `pairs` of token id sequences.
 
     Args:

@@ -9,8 +9,11 @@ names no data, so its user gives the text (segmented by the run's SentencePiece 
 read as the dictionaries' tokens when it has none).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import os
+from collections.abc import Callable
 
 import sentencepiece as spm
 
@@ -26,7 +29,7 @@ from convs2s_tf.shortlist.shortlist import SHORTLIST_FILE, Shortlist, ShortlistE
 MAX_PAIRS = 1_000_000
 
 
-def shortlist_path(model_dir):
+def shortlist_path(model_dir: str) -> str:
     """Where a run keeps its shortlist."""
     return os.path.join(model_dir, SHORTLIST_FILE)
 
@@ -42,13 +45,13 @@ class PairEncoder:
         target_vocab_size: The model's target vocabulary size.
     """
 
-    encode_source: object
-    encode_target: object
+    encode_source: Callable[[str], list[int]]
+    encode_target: Callable[[str], list[int]]
     source_vocab_size: int
     target_vocab_size: int
 
 
-def pair_encoder(model_dir):
+def pair_encoder(model_dir: str) -> PairEncoder:
     """The `PairEncoder` of a run: its SentencePiece ids, or an imported run's
     dictionaries (after its SentencePiece segmentation, if any).
 
@@ -72,7 +75,7 @@ def pair_encoder(model_dir):
         return PairEncoder(processor.encode, processor.encode, *sizes)
     source_dict, target_dict = Dictionary.load(files.source), Dictionary.load(files.target)
 
-    def tokens(line):
+    def tokens(line: str) -> str:
         return " ".join(processor.encode(line, out_type=str)) if processor else line
 
     return PairEncoder(
@@ -82,30 +85,31 @@ def pair_encoder(model_dir):
     )
 
 
-def training_files(model_dir):
+def training_files(model_dir: str) -> tuple[str, str]:
     """The prepared training text (source, target) of a trained run.
 
     Raises:
         ShortlistError: The run names no prepared data (e.g. an imported run).
     """
-    data_dir = RunDirectory(model_dir).read_config().get("data_dir")
+    run = RunDirectory(model_dir)
+    data_dir = run.data_dir(run.read_config())
     if not data_dir:
         raise ShortlistError(
             f"{model_dir} names no prepared data (an imported run?): give the training text "
-            "with --shortlist_source and --shortlist_target."
+            "as `source_file` and `target_file`."
         )
     return PreparedData.load(data_dir).split_paths("train")
 
 
 def build_shortlist(
-    model_dir,
-    k,
-    n,
-    source_file=None,
-    target_file=None,
-    max_pairs=MAX_PAIRS,
-    iterations=5,
-):
+    model_dir: str,
+    k: int,
+    n: int,
+    source_file: str | None = None,
+    target_file: str | None = None,
+    max_pairs: int = MAX_PAIRS,
+    iterations: int = 5,
+) -> Shortlist:
     """Fits IBM model 1 on a run's training pairs and keeps its shortlist.
 
     Args:
@@ -124,13 +128,13 @@ def build_shortlist(
         CorpusFileNotFoundError, LineCountMismatchError, InvalidUtf8Error: The files.
     """
     if k < 1 or n < 0:
-        raise ShortlistError(f"k must be >= 1 and n >= 0, got k={k}, n={n}.")
+        raise ShortlistError(f"`k` must be >= 1 and `n` >= 0, got k={k}, n={n}.")
     if (source_file is None) != (target_file is None):
-        raise ShortlistError("Give both --shortlist_source and --shortlist_target, or neither.")
-    if source_file is None:
+        raise ShortlistError("Give both `source_file` and `target_file`, or neither.")
+    if source_file is None or target_file is None:  # both None (checked above)
         source_file, target_file = training_files(model_dir)
     encoder = pair_encoder(model_dir)
-    pairs = []
+    pairs: list[tuple[list[int], list[int]]] = []
     for source, target in read_parallel_lines(source_file, target_file, LineDecoder("error")):
         if len(pairs) == max_pairs:
             break

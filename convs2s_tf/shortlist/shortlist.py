@@ -8,12 +8,16 @@ batch: a sentence's translation depends on its batch-mates only through the targ
 pieces their source pieces add to the set.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
 import zipfile
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import tensorflow as tf
 
 from convs2s_tf.vocabulary import BOS_ID, NUM_SPECIAL_TOKENS
@@ -48,9 +52,9 @@ class Shortlist:
     top_targets: np.ndarray
     frequent: np.ndarray
     target_vocab_size: int
-    metadata: dict = dataclasses.field(default_factory=dict)
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         top, frequent = np.asarray(self.top_targets), np.asarray(self.frequent)
         if top.ndim != 2 or frequent.ndim != 1:
             raise ShortlistError("top_targets must be [sources, k] and frequent [n].")
@@ -63,20 +67,20 @@ class Shortlist:
         object.__setattr__(self, "frequent", frequent.astype(np.int32))
 
     @property
-    def source_vocab_size(self):
+    def source_vocab_size(self) -> int:
         return self.top_targets.shape[0]
 
     @property
-    def k(self):
+    def k(self) -> int:
         """Targets kept per source id."""
         return self.top_targets.shape[1]
 
     @property
-    def n(self):
+    def n(self) -> int:
         """Frequent target ids always in the set."""
         return self.frequent.shape[0]
 
-    def limited(self, k=None, n=None):
+    def limited(self, k: int | None = None, n: int | None = None) -> Shortlist:
         """A copy with only the best `k` targets per source id and the first `n` frequent
         ones (None: all), to compare sizes from one fitted table."""
         k = self.k if k is None else k
@@ -86,13 +90,15 @@ class Shortlist:
             self.top_targets[:, :k], self.frequent[:n], self.target_vocab_size, metadata
         )
 
-    def candidate_ids(self, source_ids):
+    def candidate_ids(self, source_ids: npt.ArrayLike) -> np.ndarray:
         """The sorted target ids a batch of `source_ids` (nested lists) is decoded against."""
         rows = self.top_targets[np.asarray(source_ids, np.int64).ravel()].ravel()
         ids = np.concatenate([rows[rows >= 0], self.frequent, np.arange(NUM_SPECIAL_TOKENS)])
         return np.unique(ids)
 
-    def check_vocabularies(self, source_vocab_size, target_vocab_size, name="The shortlist"):
+    def check_vocabularies(
+        self, source_vocab_size: int, target_vocab_size: int, name: str = "The shortlist"
+    ) -> Shortlist:
         """Raises ShortlistError unless it was built for these vocabulary sizes."""
         if (self.source_vocab_size, self.target_vocab_size) != (
             source_vocab_size,
@@ -106,7 +112,7 @@ class Shortlist:
             )
         return self
 
-    def save(self, path):
+    def save(self, path: str) -> str:
         """Writes the arrays and metadata to an `.npz` file (no pickled objects)."""
         metadata = dict(self.metadata, format=_FORMAT, target_vocab_size=self.target_vocab_size)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -121,7 +127,7 @@ class Shortlist:
         return path
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str) -> Shortlist:
         """Reads a file written by `save`.
 
         Raises:
@@ -152,7 +158,7 @@ class ShortlistTable(tf.Module):
         shortlist: The `Shortlist`.
     """
 
-    def __init__(self, shortlist, name="shortlist"):
+    def __init__(self, shortlist: Shortlist, name: str = "shortlist") -> None:
         super().__init__(name=name)
         self.k = shortlist.k
         self.n = shortlist.n
@@ -165,13 +171,19 @@ class ShortlistTable(tf.Module):
             np.concatenate([specials, shortlist.frequent]), trainable=False, name="always"
         )
 
-    def capacity(self, rows, source_length):
+    def capacity(self, rows: int, source_length: int) -> int:
         """The most ids `output_vocabulary` can return for `rows` sources of
         `source_length` tokens (a compiled search pads its set to this fixed size)."""
         bound = NUM_SPECIAL_TOKENS + self.n + rows * source_length * self.k
         return int(min(self.vocab_size, bound))
 
-    def output_vocabulary(self, source, min_size=1, capacity=None, multiple=None):
+    def output_vocabulary(
+        self,
+        source: tf.Tensor,
+        min_size: int | tf.Tensor = 1,
+        capacity: int | None = None,
+        multiple: int | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """The sorted target ids a batch is decoded against.
 
         The special ids come first (columns 0..3 are ids 0..3, as in the full

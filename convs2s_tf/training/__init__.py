@@ -7,6 +7,7 @@ them.
 """
 
 import importlib
+from typing import Any
 
 from convs2s_tf.training.config import TrainingConfig
 from convs2s_tf.training.divergence import TrainingDivergedError
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name not in _LAZY_EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)

@@ -97,14 +97,16 @@ class TrainingCheckpoints:
             return None
         self.restore(path)
         self.optimizer.learning_rate.assign(self.state.learning_rate)
-        logging.info(
-            "Resumed from %s: step %d, epoch %d (+%d batches), learning rate %g.",
-            path,
-            int(self.state.step.numpy()),
-            int(self.state.epoch.numpy()),
-            int(self.state.epoch_batches.numpy()),
-            float(self.state.learning_rate.numpy()),
+        message = (
+            f"Resumed from {path}: step {int(self.state.step.numpy())}, epoch "
+            f"{int(self.state.epoch.numpy())} (+{int(self.state.epoch_batches.numpy())} "
+            f"batches), learning rate {float(self.state.learning_rate.numpy()):g}."
         )
+        # On the console too, which shows warnings only: a re-run must say that it
+        # continues an earlier one rather than start afresh.
+        if self.is_chief:
+            print(message, flush=True)
+        logging.info(message)
         return path
 
     def restore(self, path):

@@ -1,5 +1,7 @@
 """Hyperparameters of a training run."""
 
+from __future__ import annotations
+
 import dataclasses
 
 
@@ -64,7 +66,7 @@ class TrainingConfig:
     progress_bar: bool = True
     seed: int = 1
 
-    def validate(self):
+    def validate(self) -> TrainingConfig:
         """Raises ValueError naming the first inconsistent field."""
         checks = [
             (self.learning_rate > 0, "learning_rate must be positive"),

@@ -1,5 +1,10 @@
 """Tolerating a few non-finite updates, and stopping when training has diverged."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from absl import logging
 
 
@@ -17,11 +22,11 @@ class DivergenceGuard:
         max_nonfinite_steps: Consecutive non-finite updates tolerated.
     """
 
-    def __init__(self, max_nonfinite_steps):
+    def __init__(self, max_nonfinite_steps: int) -> None:
         self.max_nonfinite_steps = max_nonfinite_steps
         self.nonfinite_in_a_row = 0
 
-    def record(self, result, step):
+    def record(self, result: Mapping[str, Any], step: int) -> None:
         """Records an update's `result` (`applied`, `loss`, `gradient_norm`) at `step`.
 
         Raises:

@@ -15,7 +15,7 @@ from convs2s_tf.data.text_files import read_lines
 from convs2s_tf.data.tokenizer import Tokenizer
 from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.evaluation import corpus_scores
-from convs2s_tf.inference import Translator
+from convs2s_tf.inference import CheckpointTranslator
 from convs2s_tf.models import ConvS2S
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.runs.averaging import write_averaged_checkpoint
@@ -137,7 +137,8 @@ def average_last_epoch_ends(model_dir, count):
 
     Args:
         model_dir: The run directory.
-        count: `--average_last_n`; 0 averages nothing.
+        count: Epoch ends to average (`TrainingConfig.average_last_n`); 0 averages
+            nothing.
 
     Returns:
         `{"averaged_checkpoint": path, "averaged_from": [paths]}`, or {} when nothing
@@ -147,7 +148,7 @@ def average_last_epoch_ends(model_dir, count):
     if not count:
         if run.averaged_checkpoint():
             logging.warning(
-                "%s is from an earlier run with --average_last_n and inference prefers it; "
+                "%s is from an earlier run with `average_last_n` and inference prefers it; "
                 "remove it to use %s.",
                 run.averaged_dir,
                 run.best_dir,
@@ -170,7 +171,7 @@ def evaluate_best(model_dir, prepared, search_config, split="test"):
     does with default flags: same loading, batches and search."""
     model, tokenizer, path, _ = load_trained_model(model_dir, compute_dtype=search_config.dtype)
     source_path, reference_path = prepared.split_paths(split)
-    translator = Translator.from_checkpoint(model, tokenizer, search_config)
+    translator = CheckpointTranslator(model, tokenizer, search_config)
     hypotheses = translator.translate_all(read_lines(source_path))
     scores = corpus_scores(hypotheses, read_lines(reference_path))
     message = (

@@ -1,11 +1,13 @@
 """Distribution strategies by name."""
 
+from __future__ import annotations
+
 import tensorflow as tf
 
 STRATEGIES = ("mirrored", "multi_worker", "one_device")
 
 
-def create_strategy(name="mirrored"):
+def create_strategy(name: str = "mirrored") -> tf.distribute.Strategy:
     """Creates a `tf.distribute` strategy.
 
     Args:
@@ -23,7 +25,7 @@ def create_strategy(name="mirrored"):
     raise ValueError(f"Unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}.")
 
 
-def is_chief(strategy):
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process is the chief of `strategy`'s cluster (the one that writes
     the run directory): always outside multi-worker training."""
     resolver = getattr(strategy, "cluster_resolver", None)

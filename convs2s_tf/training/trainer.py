@@ -1,7 +1,11 @@
 """The training loop and its distributed steps."""
 
+from __future__ import annotations
+
 import threading
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
@@ -23,6 +27,12 @@ from convs2s_tf.training.summaries import SummaryLogger
 from convs2s_tf.training.training_state import TrainingState
 from convs2s_tf.training.validation import Validator
 
+if TYPE_CHECKING:
+    from convs2s_tf.data.tokenizer import Tokenizer
+    from convs2s_tf.interop.vocabulary_tokenizer import VocabularyTokenizer
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.training.config import TrainingConfig
+
 _SUM = tf.distribute.ReduceOp.SUM
 
 
@@ -30,12 +40,12 @@ def _release_in_background(holder):
     """Deletes the tf.data iterator in the one-item list `holder`, its only reference, on
     a thread of its own.
 
-    Deleting an iterator waits, idle, for a thread of its input pipeline: on this stack
-    the main thread sat in `RootDataset::Iterator::~Iterator` for 30-110 s at a third of
-    the epoch ends of a default run (a quarter of its time budget). Here the wait costs
-    nothing. The thread is not a daemon: the interpreter waits for it at exit, since a
-    daemon thread stopped inside the C++ destructor aborts the process ("FATAL:
-    exception not rethrown").
+    Deleting an iterator can wait, idle, for a thread of its input pipeline (in
+    `RootDataset::Iterator::~Iterator`) for tens of seconds, at many epoch ends: on the
+    main thread that wait would come out of a run's time budget (docs/experiments.md).
+    On a thread of its own it costs nothing. The thread is not a daemon: the interpreter
+    waits for it at exit, since a daemon thread stopped inside the C++ destructor aborts
+    the process ("FATAL: exception not rethrown").
     """
     threading.Thread(target=holder.clear, name="release_iterator").start()
 
@@ -60,7 +70,15 @@ class Trainer:
         hparams: Flat dict logged to TensorBoard's hyperparameter dashboard.
     """
 
-    def __init__(self, model_fn, config, model_dir, strategy, tokenizer=None, hparams=None):
+    def __init__(
+        self,
+        model_fn: Callable[[], ConvS2S],
+        config: TrainingConfig,
+        model_dir: str,
+        strategy: tf.distribute.Strategy,
+        tokenizer: Tokenizer | VocabularyTokenizer | None = None,
+        hparams: Mapping[str, Any] | None = None,
+    ) -> None:
         self.config = config.validate()
         # Absolute, so checkpoint state files stay valid whatever the working directory.
         self.run_directory = RunDirectory(model_dir).absolute()
@@ -100,16 +118,17 @@ class Trainer:
         )
         self.divergence = DivergenceGuard(config.max_nonfinite_steps)
         self.hparams = hparams or {}
-        # The step functions, traced for the dataset's element spec by `_build_steps`.
-        self._train_step = None
-        self._accumulate_step = None
-        self._apply_accumulated = None
+        # The step functions (`tf.function`s), traced for the dataset's element spec by
+        # `_build_steps`.
+        self._train_step: Any = None
+        self._accumulate_step: Any = None
+        self._apply_accumulated: Any = None
         self._epoch_train_rate = 0.0
         # Optional callable checked at every epoch end (e.g. a wall-clock limit).
-        self.stop_condition = None
+        self.stop_condition: Callable[[], bool] | None = None
         # Optional callable checked at complete epoch ends until it first holds: the rate
         # is then shrunk once by lr_shrink (the cooldown before a time limit).
-        self.cooldown_condition = None
+        self.cooldown_condition: Callable[[], bool] | None = None
         self._cooled_down = False
 
     def _create_accumulators(self):
@@ -198,7 +217,7 @@ class Trainer:
             self._apply_accumulated = tf.function(self._apply_accumulated_fn)
 
     # ------------------------------------------------------------ run directory
-    def restore_or_initialize(self):
+    def restore_or_initialize(self) -> str | None:
         """Resumes from the latest checkpoint (else `best/`), or starts afresh.
 
         Returns:
@@ -209,12 +228,12 @@ class Trainer:
         """
         return self.checkpoints.resume()
 
-    def save(self, best=False, epoch_end=False):
+    def save(self, best: bool = False, epoch_end: bool = False) -> str:
         """Saves a checkpoint (also as the best one if `best`, and as an epoch end if
         `epoch_end`); returns its path."""
         return self.checkpoints.save(best=best, epoch_end=epoch_end)
 
-    def write_run_config(self, run_config):
+    def write_run_config(self, run_config: Mapping[str, Any]) -> None:
         """Writes the model and data configuration next to the checkpoints (chief only).
 
         Raises:
@@ -251,7 +270,12 @@ class Trainer:
         votes = self.strategy.run(tf.identity, args=(vote,))
         return self.strategy.reduce(_SUM, votes, axis=None)
 
-    def train(self, train_dataset_fn, valid_dataset=None, steps_per_epoch=None):
+    def train(
+        self,
+        train_dataset_fn: Callable[[int, tf.distribute.InputContext], tf.data.Dataset],
+        valid_dataset: tf.data.Dataset | None = None,
+        steps_per_epoch: int | None = None,
+    ) -> dict[str, Any]:
         """Trains until max_steps, max_epochs or the learning rate floor.
 
         Args:
@@ -290,7 +314,7 @@ class Trainer:
                 # Stopped inside the epoch: validate, log and checkpoint as at an epoch
                 # end (the epoch stays open, so a resumed run finishes it).
                 batches = int(self.state.epoch_batches.numpy())
-                complete = bool(steps_per_epoch) and batches >= steps_per_epoch
+                complete = bool(steps_per_epoch and batches >= steps_per_epoch)
                 last_valid = self._end_epoch(epoch, valid_dataset, complete=complete)
                 break
             last_valid = self._end_epoch(epoch, valid_dataset)
@@ -389,7 +413,7 @@ class Trainer:
         logging.info(summary)
         return results
 
-    def validate(self, valid_dataset):
+    def validate(self, valid_dataset: tf.data.Dataset) -> dict[str, Any]:
         """Validation loss, perplexity and (with a tokenizer) BLEU, logged to TensorBoard."""
         return self.validator.validate(valid_dataset, int(self.state.step.numpy()))
 

@@ -1,5 +1,7 @@
 """Training progress kept in checkpoints next to the model and optimiser."""
 
+from __future__ import annotations
+
 import tensorflow as tf
 
 
@@ -15,7 +17,7 @@ class TrainingState(tf.Module):
         best_valid_nll: Validation NLL per token at the best loss, for the plateau rule.
     """
 
-    def __init__(self, learning_rate):
+    def __init__(self, learning_rate: float) -> None:
         super().__init__(name="training_state")
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")

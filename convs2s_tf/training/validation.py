@@ -1,6 +1,7 @@
 """Validation during training: loss, perplexity, BLEU, sample translations, attention."""
 
 import math
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -65,7 +66,9 @@ class Validator:
             `valid_bleu` and `valid_bleu_signature`.
         """
         sums = np.zeros(3)
-        hypotheses, references, sources = [], [], []
+        hypotheses: list[str] = []
+        references: list[str] = []
+        sources: list[str] = []
         limit = self.config.valid_bleu_sentences
         for batch in valid_dataset:
             sums += self._loss_sums(batch["source"], batch["target_input"], batch["target"]).numpy()
@@ -75,7 +78,10 @@ class Validator:
                 references += [t.decode("utf-8") for t in batch["reference_text"].numpy()]
                 sources += [t.decode("utf-8") for t in batch["source_text"].numpy()]
         tokens = max(sums[2], 1.0)
-        results = {"valid_loss": float(sums[0] / tokens), "valid_nll": float(sums[1] / tokens)}
+        results: dict[str, Any] = {
+            "valid_loss": float(sums[0] / tokens),
+            "valid_nll": float(sums[1] / tokens),
+        }
         results["valid_perplexity"] = math.exp(min(results["valid_nll"], 50.0))
         scalars = {"loss": results["valid_loss"], "perplexity": results["valid_perplexity"]}
         if self.decodes:

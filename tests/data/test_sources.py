@@ -116,8 +116,9 @@ def test_wmt_catalog_names_fail_fast_offline_with_local_file_advice(
     assert time.monotonic() - start < 10
     assert "statmt.org" in " ".join(checked_hosts)
     message = str(error.value)
-    assert name in message and "--dataset=local" in message and "--train_prefix" in message
-    assert "--tfds_data_dir" in message
+    # The library names its parameters; the command line names them as flags (cli.py).
+    assert name in message and "`dataset='local'`" in message and "`train_prefix=" in message
+    assert "`tfds_data_dir`" in message and "--" not in message
 
 
 def test_default_reachability_check_fails_fast_when_connections_fail(tmp_path, monkeypatch):
@@ -129,7 +130,7 @@ def test_default_reachability_check_fails_fast_when_connections_fail(tmp_path, m
 
     monkeypatch.setattr(socket, "create_connection", offline)
     source = TfdsSource("wmt16_translate/ro-en", "ro", "en", str(tmp_path))
-    with pytest.raises(DatasetUnavailableError, match="--dataset=local"):
+    with pytest.raises(DatasetUnavailableError, match="`dataset='local'`"):
         source.check()
     assert attempts and all(timeout <= 5 for _, timeout in attempts)
 

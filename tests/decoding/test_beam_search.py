@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers.search_models import tiny_model
 
-from convs2s_tf.decoding import SearchConfig, beam_search, max_output_lengths, search_kwargs
+from convs2s_tf.decoding import SearchConfig, beam_search, max_output_lengths
 from convs2s_tf.decoding.beam_search import n_best
 from convs2s_tf.decoding.beam_state import BeamState, FinishedHypotheses
 from convs2s_tf.decoding.recompute_search import recompute_beam_search
@@ -40,7 +40,7 @@ def test_wide_beam_finds_brute_force_best():
     model = tiny_model()
     # Choosable tokens besides </s>: <s>, <unk> and 4 (pad is never chosen).
     choices = [0, UNK_ID, 4]
-    output = beam_search(model, SOURCE, beam_size=64, max_len_b=3, nbest=3)
+    output = beam_search(model, SOURCE, SearchConfig(beam_size=64, nbest=3, max_len_b=3))
     for row in range(2):
         expected = brute_force(model, SOURCE[row], choices, max_len=3)
         for rank in range(3):
@@ -54,7 +54,9 @@ def test_length_penalty_changes_the_choice():
     choices = [0, UNK_ID, 4]
     lengths = {}
     for alpha in (0.0, 2.0):
-        output = beam_search(model, SOURCE[:1], beam_size=64, max_len_b=3, length_penalty=alpha)
+        output = beam_search(
+            model, SOURCE[:1], SearchConfig(beam_size=64, max_len_b=3, length_penalty=alpha)
+        )
         expected = brute_force(model, SOURCE[0], choices, max_len=3, alpha=alpha)
         found = output.tokens[0, 0, : output.lengths[0, 0]].numpy().tolist()
         assert found == expected[0][1]
@@ -71,7 +73,9 @@ def test_scores_equal_full_recomputation():
     """
     model = tiny_model(target_vocab_size=9, seed=5)
     source = tf.constant([[5, 6, 7, 8, 2], [1, 1, 9, 10, 2], [4, 2, 1, 1, 1]])
-    output = beam_search(model, source, beam_size=8, max_len_b=6, nbest=8, length_penalty=0.7)
+    output = beam_search(
+        model, source, SearchConfig(beam_size=8, nbest=8, max_len_b=6, length_penalty=0.7)
+    )
     for row in range(3):
         for rank in range(8):
             length = int(output.lengths[row, rank])
@@ -85,7 +89,9 @@ def test_scores_equal_full_recomputation():
 
 def test_attention_of_hypotheses_matches_parallel_pass():
     model = tiny_model(target_vocab_size=9, seed=6)
-    output = beam_search(model, SOURCE, beam_size=4, max_len_b=5, nbest=2, return_attention=True)
+    output = beam_search(
+        model, SOURCE, SearchConfig(beam_size=4, nbest=2, max_len_b=5), return_attention=True
+    )
     for row in range(2):
         for rank in range(2):
             length = int(output.lengths[row, rank])
@@ -102,7 +108,9 @@ def test_attention_of_hypotheses_matches_parallel_pass():
 def test_batch_composition_does_not_change_results():
     model = tiny_model(target_vocab_size=9, seed=7)
     sentence = [5, 6, 7, 2]
-    alone = beam_search(model, tf.constant([sentence]), beam_size=3, max_len_a=1.5, max_len_b=2)
+    alone = beam_search(
+        model, tf.constant([sentence]), SearchConfig(beam_size=3, max_len_a=1.5, max_len_b=2)
+    )
     batch = tf.constant(
         [
             [1] * 6 + sentence,
@@ -110,7 +118,7 @@ def test_batch_composition_does_not_change_results():
             sentence + [1] * 6,
         ]
     )
-    together = beam_search(model, batch, beam_size=3, max_len_a=1.5, max_len_b=2)
+    together = beam_search(model, batch, SearchConfig(beam_size=3, max_len_a=1.5, max_len_b=2))
     length = int(alone.lengths[0, 0])
     for row in (0, 2):
         assert int(together.lengths[row, 0]) == length
@@ -124,7 +132,7 @@ def test_batch_composition_does_not_change_results():
 
 def test_greedy_is_width_one_argmax():
     model = tiny_model(target_vocab_size=9, seed=8)
-    output = beam_search(model, SOURCE, beam_size=1, max_len_b=6)
+    output = beam_search(model, SOURCE, SearchConfig(beam_size=1, max_len_b=6))
     for row in range(2):
         decoder_input = [EOS_ID]
         for _ in range(7):
@@ -148,9 +156,13 @@ def test_greedy_is_width_one_argmax():
 
 def test_min_length_unk_penalty_and_max_length():
     model = tiny_model(target_vocab_size=9, seed=9)
-    output = beam_search(model, SOURCE, beam_size=3, min_length=4, max_len_b=6, nbest=3)
+    output = beam_search(
+        model, SOURCE, SearchConfig(beam_size=3, nbest=3, max_len_b=6, min_length=4)
+    )
     assert np.all(output.lengths.numpy() >= 5)
-    penalised = beam_search(model, SOURCE, beam_size=3, max_len_b=6, unk_penalty=100.0, nbest=3)
+    penalised = beam_search(
+        model, SOURCE, SearchConfig(beam_size=3, nbest=3, max_len_b=6, unk_penalty=100.0)
+    )
     for row in range(2):
         for rank in range(3):
             tokens = penalised.tokens[row, rank, : penalised.lengths[row, rank]].numpy()
@@ -158,7 +170,9 @@ def test_min_length_unk_penalty_and_max_length():
     # Per-sentence maximum length a * source_length + b, never beyond the positions.
     lengths = max_output_lengths(SOURCE, 1.5, 1, limit=100).numpy()
     assert lengths.tolist() == [7, 4]  # source lengths 4 and 2, </s> included
-    short = beam_search(model, SOURCE, beam_size=2, max_len_a=0.5, max_len_b=0, nbest=2)
+    short = beam_search(
+        model, SOURCE, SearchConfig(beam_size=2, nbest=2, max_len_a=0.5, max_len_b=0)
+    )
     assert np.all(short.lengths.numpy()[0] <= 3) and np.all(short.lengths.numpy()[1] <= 2)
     capped = max_output_lengths(SOURCE, 0.0, 5000, limit=model.decoder.max_length - 1)
     # 40 positions, pad 1: 38 usable decoder inputs, so at most 37 tokens before </s>.
@@ -170,10 +184,10 @@ def test_beam_search_in_tf_function_with_dynamic_shapes():
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def translate(source):
-        output = beam_search(model, source, beam_size=4, max_len_b=5, nbest=2)
+        output = beam_search(model, source, SearchConfig(beam_size=4, nbest=2, max_len_b=5))
         return output.tokens, output.scores
 
-    eager = beam_search(model, SOURCE, beam_size=4, max_len_b=5, nbest=2)
+    eager = beam_search(model, SOURCE, SearchConfig(beam_size=4, nbest=2, max_len_b=5))
     tokens, scores = translate(SOURCE)
     np.testing.assert_array_equal(tokens.numpy(), eager.tokens.numpy())
     np.testing.assert_allclose(scores.numpy(), eager.scores.numpy(), atol=1e-6)
@@ -187,10 +201,12 @@ def test_xla_compiled_step_gives_the_same_search():
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def search(source):
-        output = beam_search(model, source, beam_size=3, max_len_b=6, nbest=3, xla=True)
+        output = beam_search(
+            model, source, SearchConfig(beam_size=3, nbest=3, max_len_b=6, xla=True)
+        )
         return output.tokens, output.scores
 
-    reference = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+    reference = beam_search(model, SOURCE, SearchConfig(beam_size=3, nbest=3, max_len_b=6))
     tokens, scores = search(SOURCE)
     np.testing.assert_array_equal(tokens.numpy(), reference.tokens.numpy())
     np.testing.assert_allclose(scores.numpy(), reference.scores.numpy(), atol=1e-5)
@@ -203,7 +219,7 @@ def test_recomputing_every_prefix_gives_the_same_search():
     config = SearchConfig(beam_size=4, max_len_b=6, nbest=3, min_length=2, length_penalty=0.6)
     search = tf.function(lambda source: recompute_beam_search(model, source, config))
     recomputed = search(source)
-    reference = beam_search(model, source, nbest=3, **search_kwargs(config))
+    reference = beam_search(model, source, config.replace(nbest=3))
     np.testing.assert_array_equal(recomputed.tokens.numpy(), reference.tokens.numpy())
     np.testing.assert_array_equal(recomputed.lengths.numpy(), reference.lengths.numpy())
     np.testing.assert_allclose(recomputed.scores.numpy(), reference.scores.numpy(), atol=1e-5)
@@ -239,7 +255,6 @@ def test_public_names_import_from_the_package_and_the_module():
     for name in (
         "beam_search",
         "best_hypothesis_function",
-        "search_kwargs",
         "max_output_lengths",
         "MIN_LENGTH_ERROR",
         "SearchOutput",
@@ -257,7 +272,7 @@ def test_bfloat16_search_scores_its_hypotheses_like_float32():
     for source, target in zip(model.weights, bf16.weights):
         target.assign(source)
     assert bf16.decoder.compute_dtype == "bfloat16"
-    output = beam_search(bf16, SOURCE, beam_size=3, max_len_b=6)
+    output = beam_search(bf16, SOURCE, SearchConfig(beam_size=3, max_len_b=6))
     tokens, scores = output.tokens.numpy(), output.scores.numpy()
     assert np.all(np.isfinite(scores))
     for row in range(len(tokens)):
@@ -274,20 +289,24 @@ def test_min_length_beyond_a_sentence_maximum_is_refused():
     model = tiny_model(target_vocab_size=9, seed=9)
     # Source lengths 4 and 2: maxima 4 and 2 with a = 1, b = 0; min_length 3 fits only one.
     with pytest.raises(tf.errors.InvalidArgumentError, match=MIN_LENGTH_ERROR):
-        beam_search(model, SOURCE, beam_size=2, min_length=3, max_len_a=1.0, max_len_b=0)
-    fits = beam_search(model, SOURCE[:1], beam_size=2, min_length=3, max_len_a=1.0, max_len_b=0)
+        beam_search(
+            model, SOURCE, SearchConfig(beam_size=2, max_len_a=1.0, max_len_b=0, min_length=3)
+        )
+    fits = beam_search(
+        model, SOURCE[:1], SearchConfig(beam_size=2, max_len_a=1.0, max_len_b=0, min_length=3)
+    )
     assert int(fits.lengths[0, 0]) == 4 + 1
 
 
 def test_nan_log_probabilities_count_as_minus_infinity():
     model = tiny_model(target_vocab_size=9, seed=9)
-    expected = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+    expected = beam_search(model, SOURCE, SearchConfig(beam_size=3, nbest=3, max_len_b=6))
     bias = model.decoder.output_projection.bias
     original = bias.numpy()
     # Make token 5 NaN at every step: no hypothesis may hold it, and scores stay finite.
     bias.assign(np.where(np.arange(len(original)) == 5, np.nan, original))
     try:
-        output = beam_search(model, SOURCE, beam_size=3, max_len_b=6, nbest=3)
+        output = beam_search(model, SOURCE, SearchConfig(beam_size=3, nbest=3, max_len_b=6))
     finally:
         bias.assign(original)
     assert np.all(np.isfinite(output.scores.numpy()))

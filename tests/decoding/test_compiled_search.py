@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from helpers.search_models import tiny_model
 
-from convs2s_tf.decoding import MIN_LENGTH_ERROR, SearchConfig, beam_search, search_kwargs
+from convs2s_tf.decoding import MIN_LENGTH_ERROR, SearchConfig, beam_search
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
 from convs2s_tf.layers import fold_kernels
 from convs2s_tf.vocabulary import PAD_ID
@@ -60,7 +60,7 @@ def test_every_route_finds_what_beam_search_finds(model, bucketed, name):
     source = tf.constant(SOURCES[name])
     _, run = bucketed
     tokens, scores, lengths = run(source)
-    expected = beam_search(model, source, nbest=3, **search_kwargs(CONFIG))
+    expected = beam_search(model, source, CONFIG.replace(nbest=3))
     np.testing.assert_array_equal(tokens.numpy(), expected.tokens.numpy())
     np.testing.assert_array_equal(lengths.numpy(), expected.lengths.numpy())
     np.testing.assert_allclose(scores.numpy(), expected.scores.numpy(), atol=1e-5)
@@ -91,5 +91,5 @@ def test_output_lengths_scale_with_the_source_in_the_compiled_path(model):
     _, _, lengths = run(source)
     # Sources of 4, 2 and 4 tokens: at most a * length + b tokens, then </s>.
     assert np.all(lengths.numpy() <= np.array([[6], [4], [6]]))
-    expected = beam_search(model, source, nbest=3, **search_kwargs(config))
+    expected = beam_search(model, source, config.replace(nbest=3))
     np.testing.assert_array_equal(lengths.numpy(), expected.lengths.numpy())

@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 from helpers.search_models import tiny_model
 
-from convs2s_tf.decoding import Ensemble, beam_search, combine_log_probs
+from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search, combine_log_probs
 from convs2s_tf.vocabulary import EOS_ID
 
 SOURCE = tf.constant([[5, 6, 7, 2], [1, 1, 8, 2], [9, 4, 3, 2]])
-SEARCH = dict(beam_size=4, max_len_b=6, nbest=3)
+SEARCH = SearchConfig(beam_size=4, max_len_b=6, nbest=3)
 
 
 def _assert_same_search(expected, actual, score_tolerance):
@@ -33,16 +33,16 @@ def test_combine_log_probs_is_the_log_of_the_mean_probability():
 @pytest.mark.parametrize("xla", [False, True])
 def test_single_member_ensemble_searches_bit_for_bit_as_its_model(xla):
     model = tiny_model(target_vocab_size=12)
-    expected = beam_search(model, SOURCE, xla=xla, return_attention=True, **SEARCH)
-    actual = beam_search(Ensemble([model]), SOURCE, xla=xla, return_attention=True, **SEARCH)
+    expected = beam_search(model, SOURCE, SEARCH.replace(xla=xla), return_attention=True)
+    actual = beam_search(Ensemble([model]), SOURCE, SEARCH.replace(xla=xla), return_attention=True)
     _assert_same_search(expected, actual, score_tolerance=0.0)
     np.testing.assert_array_equal(expected.attention.numpy(), actual.attention.numpy())
 
 
 def test_ensemble_of_a_model_with_itself_gives_its_outputs():
     model = tiny_model(target_vocab_size=12)
-    expected = beam_search(model, SOURCE, return_attention=True, **SEARCH)
-    actual = beam_search(Ensemble([model, model]), SOURCE, return_attention=True, **SEARCH)
+    expected = beam_search(model, SOURCE, SEARCH, return_attention=True)
+    actual = beam_search(Ensemble([model, model]), SOURCE, SEARCH, return_attention=True)
     _assert_same_search(expected, actual, score_tolerance=1e-5)
     np.testing.assert_allclose(expected.attention.numpy(), actual.attention.numpy(), atol=1e-6)
 
@@ -58,9 +58,9 @@ def _member_log_probs(model, source_row, target):
 @pytest.mark.parametrize("length_penalty", [1.0, 0.5])
 def test_two_member_scores_follow_the_formula(length_penalty):
     members = [tiny_model(target_vocab_size=12, seed=3), tiny_model(target_vocab_size=12, seed=8)]
-    output = beam_search(Ensemble(members), SOURCE, length_penalty=length_penalty, **SEARCH)
+    output = beam_search(Ensemble(members), SOURCE, SEARCH.replace(length_penalty=length_penalty))
     for row in range(SOURCE.shape[0]):
-        for rank in range(SEARCH["nbest"]):
+        for rank in range(SEARCH.nbest):
             length = int(output.lengths[row, rank])
             target = output.tokens[row, rank, :length].numpy().tolist()
             per_member = np.stack([_member_log_probs(m, SOURCE[row], target) for m in members])
@@ -69,19 +69,19 @@ def test_two_member_scores_follow_the_formula(length_penalty):
             expected = combined.sum() / length**length_penalty
             assert float(output.scores[row, rank]) == pytest.approx(expected, abs=1e-4)
     # The ensemble is not simply one of its members.
-    alone = [beam_search(m, SOURCE, **SEARCH).scores.numpy() for m in members]
+    alone = [beam_search(m, SOURCE, SEARCH).scores.numpy() for m in members]
     assert not any(np.allclose(scores, output.scores.numpy(), atol=1e-4) for scores in alone)
 
 
 @pytest.mark.parametrize("xla", [False, True])
 def test_results_do_not_depend_on_batch_mates(xla):
     ensemble = Ensemble([tiny_model(target_vocab_size=12, seed=s) for s in (3, 8, 13)])
-    together = beam_search(ensemble, SOURCE, xla=xla, **SEARCH)
+    together = beam_search(ensemble, SOURCE, SEARCH.replace(xla=xla))
     for row in range(SOURCE.shape[0]):
         source = SOURCE[row : row + 1]
         # Alone, a sentence has no padding columns a batch-mate forced on it.
         source = tf.boolean_mask(source, source[0] != 1, axis=1)
-        alone = beam_search(ensemble, source, xla=xla, **SEARCH)
+        alone = beam_search(ensemble, source, SEARCH.replace(xla=xla))
         lengths = together.lengths[row].numpy()
         np.testing.assert_array_equal(lengths, alone.lengths[0].numpy())
         for rank, length in enumerate(lengths):

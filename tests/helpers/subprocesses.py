@@ -15,12 +15,13 @@ def subprocess_env(**extra):
     return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
 
 
-def run_python(arguments, stdin=None, check=True, timeout=600):
-    """Runs `python ARGUMENTS...` from the repository root with `subprocess_env()`;
-    asserts it succeeded (printing the end of its stderr) unless `check` is False."""
+def run_python(arguments, stdin=None, check=True, timeout=600, cwd=ROOT):
+    """Runs `python ARGUMENTS...` from `cwd` (the repository root) with
+    `subprocess_env()`; asserts it succeeded (printing the end of its stderr) unless
+    `check` is False."""
     result = subprocess.run(
         [sys.executable, *arguments],
-        cwd=ROOT,
+        cwd=cwd,
         env=subprocess_env(),
         input=stdin,
         capture_output=True,

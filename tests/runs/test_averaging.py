@@ -8,7 +8,7 @@ import tensorflow as tf
 from helpers.models import randomize_weights, small_model_config
 
 from convs2s_tf.decoding import SearchConfig
-from convs2s_tf.inference import Translator
+from convs2s_tf.inference import CheckpointTranslator
 from convs2s_tf.runs import CheckpointError, RunDirectory, build_model, load_trained_model
 from convs2s_tf.runs.averaging import (
     average_checkpoints,
@@ -58,7 +58,7 @@ def test_averaged_run_of_a_checkpoint_with_itself_translates_identically(tiny_ru
     translations = []
     for model_dir in (tiny_run, output.path):
         model, tokenizer, _, _ = load_trained_model(model_dir)
-        translations.append(Translator.from_checkpoint(model, tokenizer, search).translate(texts))
+        translations.append(CheckpointTranslator(model, tokenizer, search).translate(texts))
     assert translations[0] == translations[1]
 
 

@@ -43,7 +43,7 @@ def test_layout(tmp_path):
 
 def test_config_round_trip_and_missing_config(tmp_path):
     run = RunDirectory(tmp_path / "run")
-    with pytest.raises(FileNotFoundError, match="config.json does not exist: --model_dir must"):
+    with pytest.raises(FileNotFoundError, match="config.json does not exist: `model_dir` must"):
         run.read_config()
     run.write_config({"model": MODEL_CONFIG, "data_dir": "/data"})
     assert run.read_config() == {"model": MODEL_CONFIG, "data_dir": "/data"}

@@ -6,14 +6,14 @@ import pytest
 import tensorflow as tf
 from helpers.search_models import tiny_model
 
-from convs2s_tf.decoding import Ensemble, beam_search
+from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
 from convs2s_tf.layers import fold_kernels
 from convs2s_tf.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import PAD_ID
 
 VOCAB = 30
-SEARCH = dict(beam_size=3, max_len_b=7, nbest=2)
+SEARCH = SearchConfig(beam_size=3, max_len_b=7, nbest=2)
 SOURCE = tf.constant([[5, 6, 7, 2], [8, 2, PAD_ID, PAD_ID], [4, 9, 10, 2]])
 TOP_TARGETS = np.array(
     [[-1, -1]] * 4 + [[7, 9], [11, -1], [12, 13], [14, 7], [15, 16], [17, 18], [19, 20]],
@@ -59,26 +59,30 @@ def test_the_graph_set_is_the_sorted_union(model):
 @pytest.mark.parametrize("xla", [False, True])
 def test_a_set_of_every_id_searches_bit_for_bit_as_the_whole_vocabulary(model, xla):
     everything = Shortlist(TOP_TARGETS, np.arange(4, VOCAB), target_vocab_size=VOCAB)
-    expected = beam_search(model, SOURCE, xla=xla, **SEARCH)
-    actual = beam_search(model, SOURCE, xla=xla, shortlist=ShortlistTable(everything), **SEARCH)
+    expected = beam_search(model, SOURCE, SEARCH.replace(xla=xla))
+    actual = beam_search(
+        model, SOURCE, SEARCH.replace(xla=xla), shortlist=ShortlistTable(everything)
+    )
     _assert_same(expected, actual, atol=0.0)
 
 
 @pytest.mark.parametrize("xla", [False, True])
 def test_the_search_equals_the_whole_vocabulary_with_the_others_impossible(model, xla):
-    output = beam_search(model, SOURCE, xla=xla, shortlist=ShortlistTable(SHORTLIST), **SEARCH)
+    output = beam_search(
+        model, SOURCE, SEARCH.replace(xla=xla), shortlist=ShortlistTable(SHORTLIST)
+    )
     candidate_ids = SHORTLIST.candidate_ids(SOURCE.numpy())
-    expected = beam_search(_masked_model(candidate_ids), SOURCE, xla=xla, **SEARCH)
+    expected = beam_search(_masked_model(candidate_ids), SOURCE, SEARCH.replace(xla=xla))
     _assert_same(expected, output, atol=1e-5)
     assert set(output.tokens.numpy().ravel()) <= set(candidate_ids)
 
 
 def test_batch_mates_matter_only_through_the_set(model):
-    batch = beam_search(model, SOURCE, shortlist=ShortlistTable(SHORTLIST), **SEARCH)
+    batch = beam_search(model, SOURCE, SEARCH, shortlist=ShortlistTable(SHORTLIST))
     # The first sentence alone, decoded against the set its batch had.
     batch_set = SHORTLIST.candidate_ids(SOURCE.numpy())
     same_set = Shortlist(TOP_TARGETS, batch_set[batch_set >= 4], target_vocab_size=VOCAB)
-    alone = beam_search(model, SOURCE[:1], shortlist=ShortlistTable(same_set), **SEARCH)
+    alone = beam_search(model, SOURCE[:1], SEARCH, shortlist=ShortlistTable(same_set))
     np.testing.assert_array_equal(
         alone.tokens.numpy()[0], batch.tokens.numpy()[0, :, : alone.tokens.shape[2]]
     )
@@ -87,8 +91,6 @@ def test_batch_mates_matter_only_through_the_set(model):
 
 def test_compiled_buckets_find_what_the_graph_search_finds(model):
     table = ShortlistTable(SHORTLIST)
-    from convs2s_tf.decoding import SearchConfig
-
     config = SearchConfig(beam_size=3, max_len_b=7)
     search = BucketedSearch(
         model, config, SearchBuckets(source_length=8), fold_kernels(model), shortlist=table
@@ -100,7 +102,7 @@ def test_compiled_buckets_find_what_the_graph_search_finds(model):
         return output.tokens, output.scores, output.lengths
 
     tokens, scores, lengths = run(SOURCE)
-    expected = beam_search(model, SOURCE, shortlist=table, **SEARCH)
+    expected = beam_search(model, SOURCE, SEARCH, shortlist=table)
     np.testing.assert_array_equal(expected.tokens.numpy(), tokens.numpy())
     np.testing.assert_array_equal(expected.lengths.numpy(), lengths.numpy())
     np.testing.assert_allclose(expected.scores.numpy(), scores.numpy(), atol=1e-5)
@@ -108,6 +110,6 @@ def test_compiled_buckets_find_what_the_graph_search_finds(model):
 
 def test_an_ensemble_of_a_model_with_itself_keeps_the_models_shortlisted_search(model):
     table = ShortlistTable(SHORTLIST)
-    expected = beam_search(model, SOURCE, shortlist=table, **SEARCH)
-    actual = beam_search(Ensemble([model, model]), SOURCE, shortlist=table, **SEARCH)
+    expected = beam_search(model, SOURCE, SEARCH, shortlist=table)
+    actual = beam_search(Ensemble([model, model]), SOURCE, SEARCH, shortlist=table)
     _assert_same(expected, actual, atol=1e-5)

@@ -95,9 +95,9 @@ def count_length_stats(
     )
     if over_budget:
         raise ValueError(
-            f"{over_budget} pairs are longer than the token budget max_tokens={limits.max_tokens} "
-            "allows for one sentence with its padding; raise --max_tokens or lower "
-            "--max_source_positions/--max_target_positions."
+            f"{over_budget} pairs are longer than the token budget "
+            f"`max_tokens={limits.max_tokens}` allows for one sentence with its padding; "
+            "raise `max_tokens` or lower `max_source_positions`/`max_target_positions`."
         )
     batches = sum(
         math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count

@@ -74,8 +74,9 @@ class PipelineLimits:
     def cache_key(self) -> str:
         """Returns the text of these limits that names a tokenised cache file.
 
-        It is the dataclass' repr under the class' earlier name `_Limits`, so cache files
-        written before the class was renamed keep their names (and are reused).
+        It is the dataclass' repr with the class named `_Limits`: cache file names are a
+        stable format, independent of the Python class name, so existing caches are
+        reused.
         """
         fields = ", ".join(
             f"{field.name}={getattr(self, field.name)!r}" for field in dataclasses.fields(self)

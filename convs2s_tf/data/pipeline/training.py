@@ -2,6 +2,7 @@
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -129,7 +130,9 @@ class TrainingDatasetFn:
         dataset = train_fn(epoch, input_context)
     """
 
-    def __init__(self, source_path: str, target_path: str, tokenizer: Tokenizer, **kwargs):
+    def __init__(
+        self, source_path: str, target_path: str, tokenizer: Tokenizer, **kwargs: Any
+    ) -> None:
         """Takes the arguments of `make_training_dataset` (except the sharding ones)."""
         for name in ("num_shards", "shard_index", "input_context"):
             if name in kwargs:

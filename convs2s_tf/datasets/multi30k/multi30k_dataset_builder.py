@@ -8,6 +8,7 @@ import gzip
 import importlib.resources
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import tensorflow_datasets as tfds
 
@@ -57,7 +58,7 @@ def read_lines(path: str) -> list[str]:
 class Multi30kConfig(tfds.core.BuilderConfig):
     """A Multi30k language pair; its order sets the `as_supervised` direction."""
 
-    def __init__(self, *, source_language: str, target_language: str, **kwargs):
+    def __init__(self, *, source_language: str, target_language: str, **kwargs: Any) -> None:
         super().__init__(
             name=f"{source_language}-{target_language}",
             description=f"Multi30k {source_language} -> {target_language}.",
@@ -90,7 +91,9 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             disable_shuffling=True,
         )
 
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    def _split_generators(
+        self, dl_manager: tfds.download.DownloadManager
+    ) -> dict[str, Iterator[tuple[int, dict[str, str]]]]:
         del dl_manager  # Everything is embedded: nothing to download.
         return {split: self._generate_examples(split) for split in SPLIT_FILE_STEMS}
 
