@@ -68,7 +68,7 @@ def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
         "--noxla_small_batches",
         *SEARCH_FLAGS,
     )
-    assert os.path.isfile(cwd / "exports" / "tiny" / "1" / "assets" / "sentencepiece.model")
+    assert os.path.isfile(cwd / "exports" / "tiny" / "1" / "saved_model.pb")
     assert "exports/tiny/1" in exported.stdout
     _run(cwd, "pipelines.build_shortlist", f"--model_dir={model_dir}")
     assert os.path.isfile(os.path.join(cwd, model_dir, "shortlist.npz"))
