@@ -47,9 +47,7 @@ class Dictionary:
         self._indices = {symbol: index for index, symbol in enumerate(self.symbols)}
 
     @classmethod
-    def from_tokens(
-        cls, tokens: Iterable[str], counts: Sequence[int] | None = None
-    ) -> Dictionary:
+    def from_tokens(cls, tokens: Iterable[str], counts: Sequence[int] | None = None) -> Dictionary:
         """A dictionary of the specials followed by `tokens` (which must be distinct)."""
         dictionary = cls()
         for position, token in enumerate(tokens):
