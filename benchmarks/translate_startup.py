@@ -1,7 +1,7 @@
 """Whole-process time of `pipelines.translate`: one sentence and the 1,000 test lines.
 
     python -m benchmarks.translate_startup [--model_dir=runs/multi30k_en_de]
-        [--source=data/multi30k_en_de/test.en] [--repeats=3] [--reference_seconds=12.8]
+        [--source=data/multi30k_en_de/test.en] [--repeats=3] [--reference_seconds=SECONDS]
 
 Each figure is the median wall time of --repeats fresh processes, as a user meets them:
 `python -m pipelines.translate --model_dir=RUN --input=FILE --output=FILE`. The
