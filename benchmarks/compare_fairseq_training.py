@@ -2,32 +2,39 @@
 data, same machine, one run.
 
     python -m benchmarks.compare_fairseq_training [--models=config,iwslt_de_en] \\
-        [--dtypes=float32,bfloat16] [--max_tokens=4000] [--steps=0] [--work_dir=DIR]
+        [--dtypes=float32,bfloat16] [--max_tokens=4000] [--steps=100] [--work_dir=DIR]
 
 On the prepared Multi30k en-de data of configs/multi30k_en_de.cfg (prepared first if
-needed) and its SentencePiece BPE, each model of --models trains on both systems:
+needed) and its SentencePiece BPE, each model of --models (`config`: the config's own
+model, multi30k_cpu with the shared output projection; any other name a preset as it is)
+trains on both systems, in the steady state, start-up and warm-up left out:
 
 * this project: `benchmarks.train_throughput`'s measurement in a fresh process per
-  compute dtype of --dtypes (the Trainer's real input pipeline and training step), one
-  untimed epoch, then --steps timed steps (0: the whole second epoch);
+  compute dtype of --dtypes (the Trainer's real input pipeline and training step): one
+  untimed epoch (every batch shape traced), then the first --steps updates of the next
+  (0: the whole epoch) timed;
 * fairseq: `fairseq-train` (`python -m fairseq_cli.train`, --cpu, PyTorch on
   --fairseq_threads threads, its own batching and data loader) on the training split
   written as SentencePiece pieces and binarised by fairseq-preprocess with the
   SentencePiece vocabulary as its dictionary (the same ids: the same tokens in both); the
-  model's fairseq architecture with its options spelled out (dropout, shared output
-  projection, ...), the paper's optimiser as the config sets it (NAG, momentum, rate,
-  clip norm, label-smoothed cross-entropy), the same --max_tokens, float32 (fairseq's
-  CPU mode); no validation, no checkpoints. Its rate is its own figure (`wps`, target
-  tokens over wall time) for its second epoch (--steps 0), else for the --steps updates
-  after its first --fairseq_warmup_updates (its `train_inner` lines).
+  model's fairseq architecture with every `fconv` option spelled out (dropout, shared
+  output projection, ...); the config's optimiser (NAG, momentum, rate, clip norm,
+  label-smoothed cross-entropy); the same --max_tokens; float32 (fairseq's CPU mode); no
+  validation, no checkpoints. Its rate is its own figure (`wps`: target tokens over wall
+  time) over the --steps updates after its first --fairseq_warmup_updates (its
+  `train_inner` lines), or with --steps=0 over its whole second epoch (its epoch summary).
 
-Target tokens are the non-pad target tokens, end-of-sentence included, in both. The table
-gives each rate and the ratio (> 1: this project is faster), and names the CPU; the last
-line is JSON. Run it alone on the machine: each side takes the cores it finds.
+Target tokens are the non-pad target tokens, end-of-sentence included, in both (the
+models' parameter counts are printed beside them). Batches are shuffled on both sides, so
+100 updates (three quarters of an epoch) sample the epoch's mix of lengths; the defaults
+take about 11 minutes on 2 cores, --steps=0 about 16. The table gives each rate and the
+ratio (> 1: this project is faster) and names the CPU; the last line is JSON. Run it alone
+on the machine (each side takes the cores it finds), from a clone nobody edits meanwhile.
 """
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -47,7 +54,7 @@ flags.DEFINE_list(
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "This project's compute dtypes.")
 flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch, both systems.")
 flags.DEFINE_integer(
-    "steps", 0, "Timed updates per measurement (0: the whole second epoch on each side)."
+    "steps", 100, "Timed updates per measurement (0: the whole second epoch on each side)."
 )
 flags.DEFINE_integer(
     "fairseq_warmup_updates",
@@ -126,7 +133,7 @@ def main(argv):
             print(
                 f"{model} fairseq-train: {figures['target_tokens_per_sec']:,.0f} target "
                 f"tokens/s ({figures['wall_seconds']:.0f} s in all): "
-                f"python {' '.join(figures['command'][1:])}",
+                + shlex.join(["python", *figures.pop("command")[1:]]),
                 flush=True,
             )
             for dtype in FLAGS.dtypes:
@@ -139,7 +146,14 @@ def main(argv):
             results[model] = measured
     print(fairseq_training.table(results, cpu))
     line = fairseq_training.summary(results, cpu)
-    print(json.dumps(dict(line, max_tokens=FLAGS.max_tokens, steps=FLAGS.steps)))
+    settings = dict(
+        max_tokens=FLAGS.max_tokens,
+        steps=FLAGS.steps,
+        fairseq_warmup_updates=FLAGS.fairseq_warmup_updates if FLAGS.steps else None,
+        fairseq_threads=FLAGS.fairseq_threads,
+        torch=torch.__version__,
+    )
+    print(json.dumps(dict(line, **settings)))
 
 
 if __name__ == "__main__":
