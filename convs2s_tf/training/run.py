@@ -148,7 +148,7 @@ def average_last_epoch_ends(model_dir, count):
     if not count:
         if run.averaged_checkpoint():
             logging.warning(
-                "%s is from an earlier run with `average_last_n` and inference prefers it; "
+                "%s holds an earlier run's averaged epoch ends and inference prefers it; "
                 "remove it to use %s.",
                 run.averaged_dir,
                 run.best_dir,
