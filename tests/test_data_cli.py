@@ -65,6 +65,10 @@ def test_flagfile_to_library_arguments():
 def test_local_prefixes_need_the_local_dataset():
     with pytest.raises(flags.ValidationError, match="dataset=local"):
         pipeline_flags.prepare_config_from_flags(parsed("--data_dir=/tmp/x", "--train_prefix=/c/t"))
+    # And the local dataset needs its training prefix: a one-line usage error, not a
+    # traceback from the library.
+    with pytest.raises(flags.ValidationError, match="--train_prefix"):
+        pipeline_flags.prepare_config_from_flags(parsed("--data_dir=/tmp/x", "--dataset=local"))
 
 
 def run_prepare(*arguments):

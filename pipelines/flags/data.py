@@ -186,6 +186,10 @@ def prepare_config_from_flags(flag_values: flags.FlagValues = FLAGS) -> PrepareC
         raise flags.ValidationError(
             "--train_prefix/--valid_prefix/--test_prefix need --dataset=local."
         )
+    if flag_values.dataset == LOCAL and "train" not in split_prefixes:
+        raise flags.ValidationError(
+            "--dataset=local needs --train_prefix (and --valid_prefix, --test_prefix)."
+        )
     return PrepareConfig(
         data_dir=_require_data_dir(flag_values),
         dataset=flag_values.dataset,
