@@ -21,13 +21,18 @@ def config_flags(*arguments):
     return flag_values
 
 
-def model_config(name, vocab_size):
-    """The `ConvS2S` arguments of model `name`: `CONFIG_MODEL` is FLAGFILE's model (e.g.
+def model_config(name, vocab_size, flagfile=FLAGFILE):
+    """The `ConvS2S` arguments of model `name`: `CONFIG_MODEL` is `flagfile`'s model (e.g.
     multi30k_cpu with the shared output projection), any other name a preset as it is."""
     from pipelines.flags.model import model_config_from_flags
 
-    chosen = f"--flagfile={FLAGFILE}" if name == CONFIG_MODEL else f"--preset={name}"
+    chosen = f"--flagfile={flagfile}" if name == CONFIG_MODEL else f"--preset={name}"
     return model_config_from_flags(vocab_size, config_flags(chosen))
+
+
+def data_dir(flagfile=FLAGFILE):
+    """`flagfile`'s prepared data directory (a relative one from the repository root)."""
+    return os.path.join(ROOT, config_flags(f"--flagfile={flagfile}")["data_dir"].value)
 
 
 def training_config():

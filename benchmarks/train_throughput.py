@@ -1,14 +1,14 @@
 """Training throughput in target tokens per second on Multi30k.
 
     python -m benchmarks.train_throughput [--preset=iwslt_de_en] [--max_tokens=4000] \
-        [--steps=0] [--variants=float32,xla,bfloat16]
+        [--steps=0] [--variants=float32,xla,bfloat16] [--config=configs/multi30k_en_de.cfg]
 
-(`--preset=config`: the model of configs/multi30k_en_de.cfg, its preset with the config's
-overrides. `benchmarks.compare_fairseq_training` runs this measurement beside fairseq's.)
+(`--preset=config`: the model of --config, its preset with the config's overrides.
+`benchmarks.compare_fairseq_training` runs this measurement beside fairseq's.)
 
 Uses the real input pipeline and the real training step (forward, loss, backward,
 all-reduce, clipping, Nesterov update) of `convs2s_tf.training.Trainer`, on the prepared
-Multi30k en-de data of configs/multi30k_en_de.cfg (prepared first if needed), in the
+data of --config (Multi30k en-de by default; prepared first if needed), in the
 steady state of a run's second and later epochs: one untimed epoch first (tokenised
 data cached, every batch shape traced, compiled and seen by oneDNN once), then a
 timed one (or `--steps` steps of it). Batches vary in size (each length bucket ends
@@ -18,7 +18,6 @@ float32 with the step XLA-compiled, and bfloat16 mixed precision. Ends with one 
 """
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import time
 
 from absl import app, flags
 
-from benchmarks.config_models import CONFIG_MODEL, FLAGFILE, ROOT, model_config
+from benchmarks.config_models import CONFIG_MODEL, FLAGFILE, ROOT, data_dir, model_config
 
 flags.DEFINE_string(
     "preset",
@@ -39,6 +38,12 @@ flags.DEFINE_integer(
     "steps", 0, "Timed training steps per variant (0: one whole epoch, a run's true rate)."
 )
 flags.DEFINE_list("variants", ["float32", "xla", "bfloat16"], "Variants to measure.")
+flags.DEFINE_string(
+    "config",
+    FLAGFILE,
+    f"Pipeline flagfile naming the data (its --data_dir, prepared first if needed) and "
+    f"--preset={CONFIG_MODEL}'s model.",
+)
 flags.DEFINE_string("variant", None, "Internal: measure one variant in this process.")
 FLAGS = flags.FLAGS
 
@@ -53,12 +58,12 @@ def measure(variant):
     from convs2s_tf.models import ConvS2S
     from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
 
-    prepared = PreparedData.load(os.path.join(ROOT, "data", "multi30k_en_de"))
+    prepared = PreparedData.load(data_dir(FLAGS.config))
     tokenizer = Tokenizer(prepared.sentencepiece_model_path)
     train_fn = TrainingDatasetFn(
         *prepared.split_paths("train"), tokenizer, max_tokens=FLAGS.max_tokens
     )
-    model = model_config(FLAGS.preset, tokenizer.vocab_size)
+    model = model_config(FLAGS.preset, tokenizer.vocab_size, FLAGS.config)
     config = TrainingConfig(
         dtype="bfloat16" if variant == "bfloat16" else "float32",
         xla=variant == "xla",
@@ -104,7 +109,7 @@ def main(argv):
         return
     # Prepare the data once (no-op when up to date).
     subprocess.run(
-        [sys.executable, "-m", "pipelines.prepare_data", f"--flagfile={FLAGFILE}"],
+        [sys.executable, "-m", "pipelines.prepare_data", f"--flagfile={FLAGS.config}"],
         cwd=ROOT,
         check=True,
         stdout=subprocess.DEVNULL,
@@ -120,6 +125,7 @@ def main(argv):
                 f"--preset={FLAGS.preset}",
                 f"--max_tokens={FLAGS.max_tokens}",
                 f"--steps={FLAGS.steps}",
+                f"--config={FLAGS.config}",
             ],
             cwd=ROOT,
             check=True,

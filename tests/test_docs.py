@@ -2,12 +2,14 @@
 
 Every fenced `bash` or `python` block carries a marker on the line before its fence
 (docs/extending.md): `<!-- runnable -->`, `<!-- runnable: background -->` (a server,
-started and awaited until it prints a line, stopped after the page) or
-`<!-- not-runnable: REASON -->`. The runnable blocks run verbatim, page by page, in a
-scratch directory laid out like the repository, where `configs/*.cfg` are tiny versions
-of the real ones (a small local corpus, a tiny model, a few training steps), so that a
-command stays the text a user copies. The README runs first; every docs page then runs
-in its own copy of its directory, two pages at a time.
+started and awaited until it prints a line, stopped after the page),
+`<!-- tested-by: tests/PATH.py -->` (run, with smaller flags, by that test module, which
+must name every `python -m MODULE` of the block) or `<!-- not-runnable: REASON -->`.
+The runnable blocks run verbatim, page by page, in a scratch directory laid out like the
+repository, where `configs/*.cfg` are tiny versions of the real ones (a small local
+corpus, a tiny model, a few training steps), so that a command stays the text a user
+copies. The README runs first; every docs page then runs in its own copy of its
+directory, two pages at a time.
 """
 
 import concurrent.futures
@@ -34,7 +36,11 @@ DOC_PATHS = ["README.md"] + sorted(
 )
 # Fenced blocks in these languages hold commands: each must be marked.
 COMMAND_LANGUAGES = ("bash", "sh", "shell", "console", "python")
-MARKER = re.compile(r"^<!--\s*(runnable(?::\s*(background))?|not-runnable:\s*(.*?))\s*-->\s*$")
+MARKER = re.compile(
+    r"^<!--\s*(runnable(?::\s*(background))?|not-runnable:\s*(.*?)|tested-by:\s*(.*?))\s*-->\s*$"
+)
+# The modules a block runs (`python -m MODULE`), which a tested-by module must name.
+PYTHON_MODULE = re.compile(r"\bpython3? -m ([\w.]+)")
 FENCE = re.compile(r"^```\s*(\S*)\s*$")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # The gRPC port of the docs' servers and clients, replaced by a free one.
@@ -51,8 +57,8 @@ class Block:
     line: int  # of the opening fence, 1-based
     language: str
     text: str
-    marker: str | None  # "runnable", "background", "not-runnable", or None
-    reason: str = ""
+    marker: str | None  # "runnable", "background", "not-runnable", "tested-by", or None
+    reason: str = ""  # not-runnable's reason, or tested-by's test module
 
     @property
     def runnable(self):
@@ -80,7 +86,7 @@ def read_blocks(path):
         found = MARKER.match(lines[start - 1]) if start else None
         if found:
             marker = "background" if found.group(2) else found.group(1).split(":")[0]
-            reason = (found.group(3) or "").strip()
+            reason = (found.group(3) or found.group(4) or "").strip()
         blocks.append(
             Block(path, start + 1, match.group(1), "\n".join(body) + "\n", marker, reason)
         )
@@ -100,8 +106,34 @@ def test_every_command_block_is_marked():
             problems.append(f"{block}: ```{block.language} block without a runnable marker")
         elif block.marker == "not-runnable" and not block.reason:
             problems.append(f"{block}: not-runnable without a reason")
+        elif block.marker == "tested-by" and not block.reason:
+            problems.append(f"{block}: tested-by without a test module")
         elif block.marker and block.language not in COMMAND_LANGUAGES:
             problems.append(f"{block}: a marker on a ```{block.language} block, which never runs")
+    assert not problems, "\n".join(problems)
+
+
+def test_tested_by_blocks_name_test_modules_that_run_their_commands():
+    # The test module must exist and name each module the block runs, so that the link
+    # breaks when either side is renamed or the test stops running the command.
+    problems = []
+    for block in ALL_BLOCKS:
+        if block.marker != "tested-by" or not block.reason:
+            continue
+        path = os.path.join(ROOT, block.reason)
+        if not (block.reason.startswith("tests/") and block.reason.endswith(".py")):
+            problems.append(f"{block}: tested-by {block.reason}: not a tests/*.py module")
+            continue
+        if not os.path.isfile(path):
+            problems.append(f"{block}: tested-by {block.reason}, which does not exist")
+            continue
+        source = open(path, encoding="utf-8").read()
+        modules = PYTHON_MODULE.findall(block.text)
+        if not modules:
+            problems.append(f"{block}: tested-by, but the block runs no `python -m MODULE`")
+        for module in modules:
+            if f'"{module}"' not in source:
+                problems.append(f"{block}: {block.reason} does not run {module}")
     assert not problems, "\n".join(problems)
 
 

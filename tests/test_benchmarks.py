@@ -1,0 +1,165 @@
+"""The benchmarks of docs/performance.md run end to end, as the page's commands do, with
+the smallest settings on the tiny fixtures (a random model over the small corpus): each
+exits 0 and ends with its JSON line. Their figures are not checked, only that they are
+produced."""
+
+import json
+import shutil
+
+import pytest
+from conftest import run_python
+
+# Sentences of the validation and test splits the decoding benchmarks translate.
+SENTENCES = 8
+
+
+@pytest.fixture(scope="module")
+def short_run(tiny_run, tmp_path_factory):
+    """`tiny_run` over a copy of its prepared data whose validation and test splits hold
+    the first SENTENCES pairs: the decoding benchmarks translate whole splits."""
+    root = tmp_path_factory.mktemp("short_run")
+    run_config = json.loads((tiny_run / "config.json").read_text())
+    data_dir = root / "data"
+    shutil.copytree(run_config["data_dir"], data_dir)
+    for split in ("validation", "test"):
+        for language in ("en", "de"):
+            path = data_dir / f"{split}.{language}"
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            path.write_text("".join(lines[:SENTENCES]), encoding="utf-8")
+    model_dir = root / "run"
+    shutil.copytree(tiny_run, model_dir)
+    run_config["data_dir"] = str(data_dir)
+    (model_dir / "config.json").write_text(json.dumps(run_config))
+    return model_dir
+
+
+def _last_json(arguments):
+    result = run_python(arguments)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_train_throughput(small_corpus, tmp_path):
+    # A config as configs/multi30k_en_de.cfg is, over the small corpus and a tiny model.
+    config = tmp_path / "tiny.cfg"
+    config.write_text(
+        "\n".join(
+            [
+                f"--data_dir={tmp_path / 'data'}",
+                "--dataset=local",
+                f"--train_prefix={small_corpus['train']}",
+                f"--valid_prefix={small_corpus['validation']}",
+                f"--test_prefix={small_corpus['test']}",
+                "--source_lang=en",
+                "--target_lang=de",
+                "--vocab_size=500",
+                "--embed_dim=16",
+                "--encoder_layers=[(16, 3)] * 2",
+                "--decoder_layers=[(16, 3)] * 2",
+                "--decoder_out_embed_dim=16",
+            ]
+        )
+        + "\n"
+    )
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.train_throughput",
+            f"--config={config}",
+            "--preset=config",
+            "--variants=float32",
+            "--steps=2",
+        ]
+    )
+    assert line["target_tokens_per_sec"] == line["target_tokens_per_sec_float32"] > 0
+    assert (line["preset"], line["steps"]) == ("config", 2)
+
+
+def test_export_speed(short_run):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.export_speed",
+            f"--model_dir={short_run}",
+            "--no_buckets",
+            "--latency_sentences=2",
+            "--batch_size=64",
+        ]
+    )
+    assert line["buckets"] is False and line["sentences"] == SENTENCES
+    for key in ("latency_load_seconds", "latency_batch1_mean_ms", "latency_first_request_ms"):
+        assert line[key] > 0
+    assert line["throughput_first_pass_sentences_per_sec"] > 0
+
+
+def test_translate_startup(short_run):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.translate_startup",
+            f"--model_dir={short_run}",
+            f"--source={short_run.parent / 'data' / 'test.en'}",
+            "--repeats=1",
+        ]
+    )
+    assert line["repeats"] == 1 and line["sentences"] == SENTENCES
+    assert line["one_sentence_seconds"] > 0 and line["all_lines_seconds"] > 0
+    assert set(line["breakdown"]) == {
+        "import",
+        "load",
+        "translate_one_sentence",
+        "translate_all_lines",
+    }
+    assert set(line["in_process"]) == {
+        "import",
+        "load",
+        "first_translation",
+        "second_translation",
+        "all_lines",
+    }
+
+
+def test_decode_speed(short_run, exported):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.decode_speed",
+            f"--model_dir={short_run}",
+            f"--saved_model={exported}",
+            "--variants=float32",
+            "--saved_model_variants=",
+            "--batch_size=64",
+            "--latency_sentences=2",
+            "--recompute_sentences=2",
+        ]
+    )
+    for key in (
+        "float32_sentences_per_sec_greedy",
+        "float32_sentences_per_sec_beam5",
+        "float32_bleu_beam5",
+        "float32_latency_ms_batch1",
+        "incremental_speedup_beam5",
+        "saved_model_given_latency_ms_batch1",
+        "saved_model_given_bleu",
+    ):
+        assert key in line, key
+    assert line["latency_ms_batch1_variant"] == "float32"
+
+
+def test_shortlist_sizes(short_run):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.shortlist_sizes",
+            f"--model_dir={short_run}",
+            "--sizes=2:4",
+            "--latency_sentences=2",
+            "--batch_size=64",
+        ]
+    )
+    assert line["vocab_size"] == 500 and line["cpu"]
+    whole, limited = line["rows"]
+    assert whole["k"] is None and (limited["k"], limited["n"]) == (2, 4)
+    for row in (whole, limited):
+        for key in ("valid_bleu", "test_bleu", "batch1_ms", "batch_sentences_per_second"):
+            assert key in row, key
+    assert 0 < limited["set_size_batch1"] <= limited["set_size_batch"] <= 500
