@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 from conftest import run_python
+from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
@@ -45,17 +46,8 @@ def test_train_throughput(small_corpus, tmp_path):
         "\n".join(
             [
                 f"--data_dir={tmp_path / 'data'}",
-                "--dataset=local",
-                f"--train_prefix={small_corpus['train']}",
-                f"--valid_prefix={small_corpus['validation']}",
-                f"--test_prefix={small_corpus['test']}",
-                "--source_lang=en",
-                "--target_lang=de",
-                "--vocab_size=500",
-                "--embed_dim=16",
-                "--encoder_layers=[(16, 3)] * 2",
-                "--decoder_layers=[(16, 3)] * 2",
-                "--decoder_out_embed_dim=16",
+                *local_corpus_flags(small_corpus),
+                *TINY_MODEL_FLAGS,
             ]
         )
         + "\n"

@@ -26,7 +26,7 @@ import time
 
 import pytest
 from absl import flags
-from helpers.corpora import multi30k_lines
+from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags, multi30k_lines
 from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
 DOC_PATHS = ["README.md"] + sorted(
@@ -190,18 +190,9 @@ def _tiny_configs(corpus):
     default = "\n".join(
         [
             "--data_dir=data/multi30k_en_de",
-            "--dataset=local",
-            f"--train_prefix={corpus['train']}",
-            f"--valid_prefix={corpus['validation']}",
-            f"--test_prefix={corpus['test']}",
-            "--source_lang=en",
-            "--target_lang=de",
-            "--vocab_size=500",
+            *local_corpus_flags(corpus),
             "--model_dir=runs/multi30k_en_de",
-            "--embed_dim=16",
-            "--encoder_layers=[(16, 3)] * 2",
-            "--decoder_layers=[(16, 3)] * 2",
-            "--decoder_out_embed_dim=16",
+            *TINY_MODEL_FLAGS,
             "--max_tokens=600",
             "--max_steps=3",
             "--save_every_steps=1",

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import tensorflow as tf
+from helpers.corpora import local_corpus_flags
 from tensorboard.backend.event_processing import event_accumulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,13 +31,7 @@ def _command(small_corpus, data_dir, model_dir, *extra):
         sys.executable,
         "-m",
         "pipelines.train",
-        "--dataset=local",
-        f"--train_prefix={small_corpus['train']}",
-        f"--valid_prefix={small_corpus['validation']}",
-        f"--test_prefix={small_corpus['test']}",
-        "--source_lang=en",
-        "--target_lang=de",
-        "--vocab_size=500",
+        *local_corpus_flags(small_corpus),
         f"--data_dir={data_dir}",
         f"--model_dir={model_dir}",
         "--progress_bar=false",

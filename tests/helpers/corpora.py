@@ -14,3 +14,27 @@ def multi30k_lines(stem, language, count):
         os.path.join(MULTI30K_RAW_DIR, f"{stem}.{language}.gz"), "rt", encoding="utf-8"
     ) as f:
         return [next(f).rstrip("\n") for _ in range(count)]
+
+
+def local_corpus_flags(prefixes):
+    """The data flags that describe `prefixes` ({split: prefix}, the `small_corpus`
+    fixture) as a local English-German corpus with a 500-piece BPE, for pipeline and
+    benchmark commands and flagfiles."""
+    return [
+        "--dataset=local",
+        f"--train_prefix={prefixes['train']}",
+        f"--valid_prefix={prefixes['validation']}",
+        f"--test_prefix={prefixes['test']}",
+        "--source_lang=en",
+        "--target_lang=de",
+        "--vocab_size=500",
+    ]
+
+
+# A 16-wide model of two blocks a side: the smallest the pipelines train in seconds.
+TINY_MODEL_FLAGS = [
+    "--embed_dim=16",
+    "--encoder_layers=[(16, 3)] * 2",
+    "--decoder_layers=[(16, 3)] * 2",
+    "--decoder_out_embed_dim=16",
+]
