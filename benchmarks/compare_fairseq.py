@@ -290,8 +290,9 @@ class Comparison:
 def read_split(run_config):
     """The source and reference lines of --split, limited to --sentences."""
     from convs2s_tf.data.data_directory import PreparedData
+    from convs2s_tf.runs import RunDirectory
 
-    data_dir = FLAGS.data_dir or run_config.get("data_dir")
+    data_dir = FLAGS.data_dir or RunDirectory(FLAGS.model_dir).data_dir(run_config)
     if not data_dir:
         raise app.UsageError(f"{FLAGS.model_dir} names no data_dir: give --data_dir.")
     source_path, reference_path = PreparedData.load(data_dir).split_paths(FLAGS.split)

@@ -87,11 +87,12 @@ def main(argv):
     from convs2s_tf.evaluation import corpus_scores
     from convs2s_tf.export import TranslationModule, export_translator, latest_version_dir
     from convs2s_tf.inference import open_saved_model
-    from convs2s_tf.runs import load_trained_model
+    from convs2s_tf.runs import RunDirectory, load_trained_model
 
     search = SearchConfig(max_len_a=1.2, max_len_b=10)
     model, tokenizer, checkpoint, run_config = load_trained_model(FLAGS.model_dir)
-    source_path, reference_path = PreparedData.load(run_config["data_dir"]).split_paths("test")
+    data_dir = RunDirectory(FLAGS.model_dir).data_dir(run_config)
+    source_path, reference_path = PreparedData.load(data_dir).split_paths("test")
     with open(source_path, encoding="utf-8") as f:
         sentences = f.read().splitlines()
     with open(reference_path, encoding="utf-8") as f:

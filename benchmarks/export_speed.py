@@ -111,7 +111,13 @@ def _export(export_root):
     start = time.perf_counter()
     version_dir = loaded.export(os.path.join(export_root, "export"), exporter_options=options)
     print(f"exported to {version_dir} in {time.perf_counter() - start:.1f} s", flush=True)
-    return version_dir, loaded.run_config["data_dir"]
+    return version_dir, _run_data_dir(loaded.run_config)
+
+
+def _run_data_dir(run_config):
+    from convs2s_tf.runs import RunDirectory
+
+    return RunDirectory(FLAGS.model_dir).data_dir(run_config)
 
 
 def main(argv):
@@ -125,7 +131,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as scratch:
         if FLAGS.saved_model:
             path = FLAGS.saved_model
-            data_dir = RunDirectory(FLAGS.model_dir).read_config()["data_dir"]
+            data_dir = _run_data_dir(RunDirectory(FLAGS.model_dir).read_config())
         else:
             path, data_dir = _export(scratch)
         sentences = read_lines(PreparedData.load(data_dir).split_paths("test")[0])

@@ -108,13 +108,14 @@ def main(argv):
     from convs2s_tf.data.data_directory import PreparedData
     from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.inference import load_inference_model
+    from convs2s_tf.runs import RunDirectory
     from convs2s_tf.shortlist import build_shortlist
 
     sizes = _sizes()
     loaded = load_inference_model(
         FLAGS.model_dir, search_config=SearchConfig(dtype=FLAGS.inference_dtype)
     )
-    data = PreparedData.load(loaded.run_config["data_dir"])
+    data = PreparedData.load(RunDirectory(FLAGS.model_dir).data_dir(loaded.run_config))
     splits = {}
     for split in ("validation", "test"):
         paths = data.split_paths(split)
