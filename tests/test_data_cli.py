@@ -54,12 +54,9 @@ def test_flagfile_to_library_arguments():
         "max_sentences": None,
         "max_source_positions": 1024,
         "max_target_positions": 1024,
-        "cache_dir": None,
         "shuffle_buffer_size": None,
         "seed": 5,
     }
-    disk = parsed(f"--flagfile={CONFIG}", "--tokenized_cache=disk", "--data_dir=/tmp/x")
-    assert pipeline_flags.eval_dataset_kwargs(disk)["cache_dir"] == "/tmp/x/cache"
 
 
 def test_local_prefixes_need_the_local_dataset():

@@ -5,6 +5,11 @@ Layout of a data directory (written by `prepare.prepare_data`):
 - `{split}.{lang}`: the prepared text of each split and side, UTF-8, one sentence per
   line. Training pairs are cleaned (`cleaning`); validation and test pairs only have their
   whitespace normalised (nothing is dropped, so BLEU covers the whole set).
+- `{split}-NNNNN-of-MMMMM.tfrecord`: the same pairs tokenised, one `tf.train.Example`
+  each (`records`); training pairs globally shuffled over many shards, each evaluation
+  split in one shard, in order, with its text.
+- `{split}.lengths.npz`: each split's lengths index (`length_index`): pairs per shard and
+  length, which the training pipeline batches and counts from.
 - `sentencepiece.model`, `sentencepiece.vocab`: the joint BPE model and its vocabulary.
 - `summary.json`: pairs kept and dropped per rule, token counts, length percentiles.
 - `fingerprint.json`: what the outputs were made from; a re-run with the same inputs and
@@ -17,6 +22,8 @@ import json
 import os
 from collections.abc import Iterable
 from typing import Any
+
+from convs2s_tf.data.length_index import LengthIndex, index_file_name
 
 SUMMARY_FILE = "summary.json"
 FINGERPRINT_FILE = "fingerprint.json"
@@ -40,14 +47,7 @@ class PreparedData:
     @classmethod
     def load(cls, data_dir: str) -> "PreparedData":
         """Reads `data_dir/summary.json`; raises FileNotFoundError if not prepared."""
-        summary_path = os.path.join(data_dir, SUMMARY_FILE)
-        if not os.path.isfile(summary_path):
-            raise FileNotFoundError(
-                f"{summary_path} not found: prepare the data first (`prepare_data`, or "
-                f"python -m pipelines.prepare_data with `data_dir={data_dir}`)."
-            )
-        with open(summary_path, encoding="utf-8") as file:
-            summary = json.load(file)
+        summary = read_summary(data_dir)
         return cls(
             data_dir=data_dir,
             source_lang=summary["source_lang"],
@@ -64,10 +64,26 @@ class PreparedData:
     def vocabulary_path(self) -> str:
         return os.path.join(self.data_dir, SENTENCEPIECE_PREFIX + ".vocab")
 
-    def split_paths(self, split: str) -> tuple[str, str]:
-        """Returns the (source, target) text files of `split`."""
+    def length_index(self, split: str) -> LengthIndex:
+        """Returns `split`'s lengths index (its shards and their pairs' lengths).
+
+        Raises:
+            FileNotFoundError: the directory predates shards; `prepare_data` upgrades it.
+        """
+        self._check_split(split)
+        return LengthIndex.load(os.path.join(self.data_dir, index_file_name(split)))
+
+    def shard_paths(self, split: str) -> list[str]:
+        """Returns the paths of `split`'s TFRecord shards, in shard order."""
+        return [os.path.join(self.data_dir, name) for name in self.length_index(split).files]
+
+    def _check_split(self, split: str) -> None:
         if split not in self.splits:
             raise ValueError(f"Split {split!r} was not prepared; prepared: {self.splits}.")
+
+    def split_paths(self, split: str) -> tuple[str, str]:
+        """Returns the (source, target) text files of `split`."""
+        self._check_split(split)
         return split_paths(self.data_dir, split, self.source_lang, self.target_lang)
 
 
@@ -79,13 +95,39 @@ def split_paths(data_dir: str, split: str, source_lang: str, target_lang: str) -
     )
 
 
-def outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lang: str) -> bool:
-    """Returns whether `data_dir` holds the summary, the BPE model and every split's text."""
+def read_summary(data_dir: str) -> dict[str, Any]:
+    """Returns `data_dir/summary.json`; raises FileNotFoundError if not prepared."""
+    summary_path = os.path.join(data_dir, SUMMARY_FILE)
+    if not os.path.isfile(summary_path):
+        raise FileNotFoundError(
+            f"{summary_path} not found: prepare the data first (`prepare_data`, or "
+            f"python -m pipelines.prepare_data with `data_dir={data_dir}`)."
+        )
+    with open(summary_path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def outputs_exist(
+    data_dir: str, splits: list[str], source_lang: str, target_lang: str, shards: bool = True
+) -> bool:
+    """Returns whether `data_dir` holds the summary, the BPE model, every split's text and
+    (if `shards`) every split's lengths index and the shards it lists."""
     paths = [os.path.join(data_dir, name) for name in (SUMMARY_FILE,)]
     paths += [os.path.join(data_dir, SENTENCEPIECE_PREFIX + ext) for ext in (".model", ".vocab")]
     for split in splits:
         paths += split_paths(data_dir, split, source_lang, target_lang)
-    return all(os.path.isfile(path) for path in paths)
+    if not all(os.path.isfile(path) for path in paths):
+        return False
+    if not shards:
+        return True
+    for split in splits:
+        try:
+            files = LengthIndex.load(os.path.join(data_dir, index_file_name(split))).files
+        except (OSError, ValueError, KeyError):
+            return False
+        if not all(os.path.isfile(os.path.join(data_dir, name)) for name in files):
+            return False
+    return True
 
 
 def write_split(pairs: Iterable[tuple[str, str]], source_path: str, target_path: str) -> None:

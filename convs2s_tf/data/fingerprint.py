@@ -35,3 +35,13 @@ def write_fingerprint(path: str, fingerprint: str, identity: dict[str, Any]) -> 
         )
         file.write("\n")
     os.replace(temporary_path, path)
+
+
+def read_identity(path: str) -> dict[str, Any] | None:
+    """Returns the identity stored with the fingerprint at `path`, or None."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            identity = json.load(file)["identity"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return identity if isinstance(identity, dict) else None

@@ -1,11 +1,15 @@
-"""Data preparation: corpus -> cleaned text -> joint BPE model -> summary, in a data directory.
+"""Data preparation: corpus -> cleaned text -> joint BPE model -> tokenised shards, once.
 
-`prepare_data` reads and cleans every split, trains the BPE model on the training text,
-counts tokens, then writes the summary and, last, the fingerprint; the files it writes
-are listed in `data_directory`. The names of that module are also importable from here.
+`prepare_data` reads and cleans every split, trains the BPE model on (a sample of) the
+training text, writes every split as tokenised TFRecord shards with a lengths index
+(`shard_writer`), then the summary and, last, the fingerprint; the files it writes are
+listed in `data_directory`. Several processes may call it on one directory at once (the
+workers of a multi-host run on a shared filesystem): one prepares, the others wait for
+it (`preparation_lock`). The names of `data_directory` are also importable from here.
 """
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,7 +17,7 @@ from typing import Any
 import sentencepiece as spm
 from absl import logging
 
-from convs2s_tf.data import bpe, statistics
+from convs2s_tf.data import bpe
 from convs2s_tf.data.cleaning import CleaningConfig, CleaningReport, clean_pairs, normalize_pairs
 from convs2s_tf.data.data_directory import (
     FINGERPRINT_FILE,
@@ -22,11 +26,20 @@ from convs2s_tf.data.data_directory import (
     TFDS_SUBDIR,
     PreparedData,
     outputs_exist,
+    read_summary,
     split_paths,
     write_split,
     write_summary,
 )
-from convs2s_tf.data.fingerprint import compute_fingerprint, read_fingerprint, write_fingerprint
+from convs2s_tf.data.fingerprint import (
+    compute_fingerprint,
+    read_fingerprint,
+    read_identity,
+    write_fingerprint,
+)
+from convs2s_tf.data.length_index import index_file_name
+from convs2s_tf.data.preparation_lock import prepare_once
+from convs2s_tf.data.shard_writer import ShardSpec, write_shards
 from convs2s_tf.data.sources import ParallelSource, make_source
 from convs2s_tf.data.text_files import LineDecoder
 
@@ -44,7 +57,12 @@ __all__ = [
 ]
 
 # Bump when the prepared files change meaning, so existing data directories are redone.
-FORMAT_VERSION = 1
+# 2: tokenised TFRecord shards and lengths indexes next to the text (1: text only).
+FORMAT_VERSION = 2
+# Training shards hold about this many pairs (and there are at least _MIN_TRAIN_SHARDS,
+# so that the workers of a multi-host run each get whole files in fair numbers).
+_PAIRS_PER_SHARD = 100_000
+_MIN_TRAIN_SHARDS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +80,11 @@ class PrepareConfig:
         cleaning: training-set cleaning thresholds.
         invalid_utf8: "error" (fail naming file and line) or "replace" (U+FFFD, counted).
         bpe_character_coverage: SentencePiece character coverage.
-        bpe_max_sentences: train BPE on a seeded sample of this many sentences (0: all).
-        seed: seed of that sample.
+        bpe_max_sentences: train BPE on a seeded sample of this many sentences, drawn
+            from the whole training text, when it has more (0: always all of it).
+        seed: seed of that sample, of the shard assignment and of the shuffle.
+        num_shards: training shards (0: one per 100,000 pairs, at least 32).
+        workers: tokenising processes (0: one per CPU core).
     """
 
     data_dir: str
@@ -76,8 +97,10 @@ class PrepareConfig:
     cleaning: CleaningConfig = dataclasses.field(default_factory=CleaningConfig)
     invalid_utf8: str = "error"
     bpe_character_coverage: float = 1.0
-    bpe_max_sentences: int = 0
+    bpe_max_sentences: int = 2_000_000
     seed: int = 1
+    num_shards: int = 0
+    workers: int = 0
 
     @property
     def resolved_tfds_data_dir(self) -> str:
@@ -94,7 +117,8 @@ class PrepareConfig:
             "invalid_utf8": self.invalid_utf8,
             "bpe_character_coverage": self.bpe_character_coverage,
             "bpe_max_sentences": self.bpe_max_sentences,
-            "seed": self.seed if self.bpe_max_sentences else None,
+            "seed": self.seed,
+            "num_shards": self.num_shards,
         }
 
 
@@ -140,35 +164,94 @@ def prepare_data(
     fingerprint = compute_fingerprint(identity)
     fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
     splits = list(source.splits)
-    if (
-        not force
-        and read_fingerprint(fingerprint_path) == fingerprint
-        and outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
-    ):
+
+    def is_prepared() -> bool:
+        return (
+            not force
+            and read_fingerprint(fingerprint_path) == fingerprint
+            and outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
+        )
+
+    def prepare() -> dict[str, Any]:
+        return _prepare(config, source, identity, fingerprint)
+
+    summary, prepared = prepare_once(config.data_dir, is_prepared, prepare)
+    if not prepared:
         logging.info(
             "%s is up to date (fingerprint %s); nothing to do.", config.data_dir, fingerprint[:12]
         )
         data = PreparedData.load(config.data_dir)
         return PrepareResult(summary=data.summary, reused=True, data=data)
+    assert summary is not None
+    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(config.data_dir))
 
+
+def _prepare(
+    config: PrepareConfig, source: ParallelSource, identity: dict[str, Any], fingerprint: str
+) -> dict[str, Any]:
+    """Writes the whole data directory (see `prepare_data`); returns the summary."""
+    fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
+    splits = list(source.splits)
+    upgrade = _upgradable_summary(config, identity, fingerprint_path, splits)
     # From here on the directory is in flux: drop the fingerprint so that an interrupted
     # run is redone next time instead of being taken as complete.
     if os.path.exists(fingerprint_path):
         os.remove(fingerprint_path)
-    source.check()
-    split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
-    processor = _train_bpe(config)
-    for split, split_summary in split_summaries.items():
-        source_path, target_path = split_paths(
-            config.data_dir, split, config.source_lang, config.target_lang
+    if upgrade is not None:
+        logging.warning(
+            "%s was prepared by an earlier version (text only): writing its tokenised shards, "
+            "keeping its text and BPE model.",
+            config.data_dir,
         )
-        split_summary["source"] = statistics.side_statistics(processor, source_path)
-        split_summary["target"] = statistics.side_statistics(processor, target_path)
+        split_summaries = {split: dict(upgrade["splits"][split]) for split in splits}
+        model_path = os.path.join(config.data_dir, SENTENCEPIECE_PREFIX + ".model")
+        processor = spm.SentencePieceProcessor(model_file=model_path)
+    else:
+        source.check()
+        split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
+        processor = _train_bpe(config, split_summaries["train"]["pairs_kept"])
+    for split, split_summary in split_summaries.items():
+        split_summary.update(_write_split_shards(config, split, split_summary["pairs_kept"]))
     summary = _summary(config, fingerprint, processor, split_summaries)
     write_summary(config.data_dir, summary)
     # Last, so that a directory with a fingerprint is a complete one.
     write_fingerprint(fingerprint_path, fingerprint, identity)
-    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(config.data_dir))
+    return summary
+
+
+def _upgradable_summary(
+    config: PrepareConfig, identity: dict[str, Any], fingerprint_path: str, splits: list[str]
+) -> dict[str, Any] | None:
+    """Returns the summary of a text-only (format 1) directory made from the same corpus
+    and options, whose text and BPE model can be kept; else None."""
+    old = read_identity(fingerprint_path)
+    if not old or old.get("format_version") != 1 or old.get("splits") != splits:
+        return None
+    if old.get("inputs") != identity["inputs"]:
+        return None
+    if old.get("sentencepiece_version") != identity["sentencepiece_version"]:
+        return None
+    ignored = ("bpe_max_sentences", "seed", "num_shards")
+    old_options = {k: v for k, v in old.get("options", {}).items() if k not in ignored}
+    new_options = {k: v for k, v in identity["options"].items() if k not in ignored}
+    if old_options != new_options:
+        return None
+    try:
+        summary = read_summary(config.data_dir)
+    except (OSError, ValueError):
+        return None
+    # The old BPE model was trained on all the text: the new options must agree.
+    train_sentences = 2 * summary["splits"]["train"]["pairs_kept"]
+    old_sample = old["options"].get("bpe_max_sentences", 0)
+    if _bpe_sample(config, train_sentences // 2) != (
+        old_sample if old_sample < train_sentences else 0
+    ):
+        return None
+    if not outputs_exist(
+        config.data_dir, splits, config.source_lang, config.target_lang, shards=False
+    ):
+        return None
+    return summary
 
 
 def _identity(config: PrepareConfig, source: ParallelSource) -> dict[str, Any]:
@@ -208,23 +291,63 @@ def _write_clean_split(config: PrepareConfig, source: ParallelSource, split: str
     return split_summary
 
 
-def _train_bpe(config: PrepareConfig) -> spm.SentencePieceProcessor:
-    """Trains the joint BPE model on the prepared training text and returns it, loaded."""
+def _bpe_sample(config: PrepareConfig, train_pairs: int) -> int:
+    """Returns the sentences the BPE model trains on as a sample (0: all of them)."""
+    sample = config.bpe_max_sentences
+    return sample if sample and 2 * train_pairs > sample else 0
+
+
+def _train_bpe(config: PrepareConfig, train_pairs: int) -> spm.SentencePieceProcessor:
+    """Trains the joint BPE model on the prepared training text (or a sample drawn from
+    all of it, see `PrepareConfig.bpe_max_sentences`) and returns it, loaded."""
     train_source, train_target = split_paths(
         config.data_dir, "train", config.source_lang, config.target_lang
     )
-    logging.info("Training a %d-piece joint BPE model", config.vocab_size)
+    sample = _bpe_sample(config, train_pairs)
+    logging.info(
+        "Training a %d-piece joint BPE model on %s",
+        config.vocab_size,
+        f"a sample of {sample} sentences" if sample else "all the training text",
+    )
     model_path, _ = bpe.train_bpe(
         [train_source, train_target],
         os.path.join(config.data_dir, SENTENCEPIECE_PREFIX),
         config.vocab_size,
         character_coverage=config.bpe_character_coverage,
-        max_sentences=config.bpe_max_sentences,
+        max_sentences=sample,
         seed=config.seed,
     )
     processor = spm.SentencePieceProcessor(model_file=model_path)
     bpe.check_special_ids(processor)
     return processor
+
+
+def num_train_shards(config: PrepareConfig, train_pairs: int) -> int:
+    """Returns the training shards to write: `config.num_shards`, else one per 100,000
+    pairs and at least 32."""
+    if config.num_shards:
+        return config.num_shards
+    return max(_MIN_TRAIN_SHARDS, math.ceil(train_pairs / _PAIRS_PER_SHARD))
+
+
+def _write_split_shards(config: PrepareConfig, split: str, pairs: int) -> dict[str, Any]:
+    """Writes `split`'s shards and lengths index; returns its per-side statistics."""
+    source_path, target_path = split_paths(
+        config.data_dir, split, config.source_lang, config.target_lang
+    )
+    training = split == "train"
+    spec = ShardSpec(
+        split=split,
+        source_path=source_path,
+        target_path=target_path,
+        num_shards=num_train_shards(config, pairs) if training else 1,
+        evaluation=not training,
+        seed=config.seed,
+    )
+    logging.info("Writing %d shard(s) of the %s split", spec.num_shards, split)
+    model_path = os.path.join(config.data_dir, SENTENCEPIECE_PREFIX + ".model")
+    workers = config.workers or os.cpu_count() or 1
+    return write_shards(spec, config.data_dir, model_path, workers=workers)
 
 
 def _summary(
@@ -255,6 +378,7 @@ def _summary(
                 ]
                 for split in split_summaries
             },
+            "lengths_index": {split: index_file_name(split) for split in split_summaries},
         },
         "splits": split_summaries,
     }

@@ -55,3 +55,35 @@ def side_statistics(processor: spm.SentencePieceProcessor, path: str) -> dict:
         "unk_tokens": unk_count,
         "length_pieces": length_summary(lengths),
     }
+
+
+def side_statistics_from_histogram(
+    length_histogram: np.ndarray, words: int, unk_tokens: int
+) -> dict:
+    """Returns `side_statistics`' figures from a histogram of piece counts (without `</s>`).
+
+    Args:
+        length_histogram: [L] int64, sentences of each piece count (index = count).
+        words: whitespace-separated words of the side.
+        unk_tokens: `<unk>` pieces of the side.
+    """
+    counts = np.asarray(length_histogram, dtype=np.int64)
+    sentences = int(counts.sum())
+    lengths = np.arange(counts.size)
+    tokens = int((lengths * counts).sum())
+    summary: dict[str, float | int] = {"mean": 0.0, **{f"p{p}": 0 for p in PERCENTILES}, "max": 0}
+    if sentences:
+        cumulative = np.cumsum(counts)
+        summary["mean"] = round(tokens / sentences, 2)
+        for percentile in PERCENTILES:
+            # np.percentile(method="higher"): the value at rank ceil((n - 1) * p / 100).
+            rank = int(np.ceil((sentences - 1) * percentile / 100))
+            summary[f"p{percentile}"] = int(np.searchsorted(cumulative, rank + 1))
+        summary["max"] = int(lengths[counts > 0].max())
+    return {
+        "sentences": sentences,
+        "words": int(words),
+        "tokens": tokens,
+        "unk_tokens": int(unk_tokens),
+        "length_pieces": summary,
+    }

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, overload
 
@@ -30,7 +32,10 @@ import tensorflow as tf
 from absl import logging
 
 from convs2s_tf.runs.checkpoints import (
+    STATE_FILE,
     CheckpointError,
+    UnreadableCheckpointError,
+    checkpoint_state,
     has_checkpoint_files,
     latest_checkpoint,
 )
@@ -78,8 +83,34 @@ def _absolute(path):
     return path if "://" in path else os.path.abspath(path)
 
 
+def _step(path: str) -> int:
+    # A CheckpointManager names checkpoints `ckpt-<step>`.
+    return int(path.rsplit("-", 1)[-1])
+
+
+def _checkpoint_files_by_step(directory: str) -> list[str]:
+    """The checkpoints of `directory` by their files, whatever its state file says.
+
+    Args:
+        directory: A checkpoint directory (it need not exist).
+
+    Returns:
+        The prefixes `ckpt-<step>` of the `ckpt-<step>.index` files (which may still be
+        torn), oldest (lowest step) first; [] when there are none.
+    """
+    if not tf.io.gfile.isdir(directory):
+        return []
+    pattern = re.compile(rf"{re.escape(CHECKPOINT_PREFIX)}-\d+\.index")
+    names = [name for name in tf.io.gfile.listdir(directory) if pattern.fullmatch(name)]
+    paths = [os.path.join(directory, name[: -len(".index")]) for name in names]
+    return sorted(paths, key=_step)
+
+
 def _checkpoints_by_step(directory: str) -> list[str]:
     """The complete checkpoints a `CheckpointManager` keeps in `directory`, by step.
+
+    Those its `checkpoint` state file names; with that file missing or torn, those of the
+    directory's files (see `_checkpoint_files_by_step`).
 
     Args:
         directory: A checkpoint directory (it need not exist).
@@ -89,11 +120,79 @@ def _checkpoints_by_step(directory: str) -> list[str]:
     """
     if not has_checkpoint_files(directory):
         return []
-    state = tf.train.get_checkpoint_state(directory)
-    paths = list(state.all_model_checkpoint_paths) if state else []
-    # A CheckpointManager names checkpoints `ckpt-<step>`.
-    paths = [path for path in paths if tf.io.gfile.exists(path + ".index")]
-    return sorted(paths, key=lambda path: int(path.rsplit("-", 1)[-1]))
+    try:
+        state = checkpoint_state(directory)
+    except UnreadableCheckpointError:
+        state = None
+    if state is None:
+        return _checkpoint_files_by_step(directory)
+    paths = [
+        path for path in state.all_model_checkpoint_paths if tf.io.gfile.exists(path + ".index")
+    ]
+    return sorted(paths, key=_step)
+
+
+def _rebuild_torn_checkpoint_state(directory: str) -> None:
+    """Rewrites a torn `checkpoint` state file of `directory` from its checkpoint files.
+
+    A `tf.train.CheckpointManager` fails over some torn state files (ValueError) and
+    forgets the checkpoints named by others, never deleting them: this runs before one is
+    made. A missing state file is left missing (see `latest_checkpoint`).
+
+    Args:
+        directory: A checkpoint directory (it need not exist).
+
+    Raises:
+        CheckpointError: The state file is torn and there is no checkpoint file to rebuild
+            it from.
+    """
+    try:
+        checkpoint_state(directory)
+        return
+    except UnreadableCheckpointError as error:
+        problem = error
+    paths = _checkpoint_files_by_step(directory)
+    if not paths:
+        raise CheckpointError(
+            f"{problem} {directory} holds no checkpoint to rebuild it from; remove it to "
+            "start afresh."
+        )
+    # What a CheckpointManager writes: paths relative to `directory`, the latest last, and
+    # times after the last preserved one (it would keep older checkpoints forever).
+    names = [os.path.basename(path) for path in paths]
+    now = time.time()
+    lines = [f'model_checkpoint_path: "{names[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
+    lines += [f"all_model_checkpoint_timestamps: {now}" for _ in names]
+    lines += [f"last_preserved_timestamp: {now - 1}"]
+    state_file = os.path.join(directory, STATE_FILE)
+    with tf.io.gfile.GFile(state_file + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    tf.io.gfile.rename(state_file + ".tmp", state_file, overwrite=True)
+    logging.warning(
+        "%s is unreadable (%s); rebuilt it from the checkpoint files, the latest %s.",
+        problem.subject,
+        problem.reason,
+        paths[-1],
+    )
+
+
+def _manager(
+    checkpoint: tf.train.Checkpoint,
+    directory: str,
+    max_to_keep: int,
+    step_counter: tf.Variable | None = None,
+) -> tf.train.CheckpointManager:
+    """A `tf.train.CheckpointManager` of `ckpt-<N>` in `directory`, whose state file is
+    rebuilt first if torn (see `_rebuild_torn_checkpoint_state`)."""
+    _rebuild_torn_checkpoint_state(directory)
+    return tf.train.CheckpointManager(
+        checkpoint,
+        directory,
+        max_to_keep=max_to_keep,
+        step_counter=step_counter,
+        checkpoint_name=CHECKPOINT_PREFIX,
+    )
 
 
 class RunDirectory:
@@ -264,10 +363,12 @@ class RunDirectory:
         """The checkpoint a resumed training run continues from, or None for a fresh run.
 
         The latest of `checkpoints/`; with that gone but `best/` present, the best one (a
-        fresh start would overwrite it at its first epoch end).
+        fresh start would overwrite it at its first epoch end). `TrainingCheckpoints.resume`
+        falls back to `resume_candidates` when that one is unreadable.
 
         Raises:
-            CheckpointError: if checkpoint files exist but cannot be used.
+            UnreadableCheckpointError: if checkpoint files exist but the `checkpoint` state
+                file is missing or unreadable, or the latest checkpoint it names is missing.
         """
         path = self.latest_checkpoint()
         if path is None:
@@ -281,44 +382,51 @@ class RunDirectory:
                 )
         return path
 
+    def resume_candidates(self) -> list[str]:
+        """Every checkpoint a resumed run may continue from, newest first.
+
+        Those of `checkpoints/` by step, then that of `best/`, by their files (whatever
+        the state files say, and whether or not the files are complete): what a resumed
+        run falls back to when the latest checkpoint is unreadable.
+        """
+        return [
+            path
+            for directory in (self.checkpoints_dir, self.best_dir)
+            for path in reversed(_checkpoint_files_by_step(directory))
+        ]
+
     def checkpoint_manager(
         self,
         checkpoint: tf.train.Checkpoint,
         max_to_keep: int,
         step_counter: tf.Variable | None = None,
     ) -> tf.train.CheckpointManager:
-        """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`."""
-        return tf.train.CheckpointManager(
-            checkpoint,
-            self.checkpoints_dir,
-            max_to_keep=max_to_keep,
-            step_counter=step_counter,
-            checkpoint_name=CHECKPOINT_PREFIX,
+        """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`.
+
+        (Each manager of this class first rebuilds a torn state file of its directory
+        from the checkpoint files, see `_rebuild_torn_checkpoint_state`.)
+        """
+        return _manager(
+            checkpoint, self.checkpoints_dir, max_to_keep=max_to_keep, step_counter=step_counter
         )
 
     def best_checkpoint_manager(
         self, checkpoint: tf.train.Checkpoint
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one best checkpoint in `best/`."""
-        return tf.train.CheckpointManager(
-            checkpoint, self.best_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
-        )
+        return _manager(checkpoint, self.best_dir, max_to_keep=1)
 
     def epoch_end_checkpoint_manager(
         self, checkpoint: tf.train.Checkpoint, max_to_keep: int
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the last `max_to_keep` epoch ends."""
-        return tf.train.CheckpointManager(
-            checkpoint, self.epoch_ends_dir, max_to_keep, checkpoint_name=CHECKPOINT_PREFIX
-        )
+        return _manager(checkpoint, self.epoch_ends_dir, max_to_keep=max_to_keep)
 
     def averaged_checkpoint_manager(
         self, checkpoint: tf.train.Checkpoint
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one averaged checkpoint in `averaged/`."""
-        return tf.train.CheckpointManager(
-            checkpoint, self.averaged_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX
-        )
+        return _manager(checkpoint, self.averaged_dir, max_to_keep=1)
 
     def save_best(self, checkpoint: tf.train.Checkpoint) -> str:
         """Saves `checkpoint` as the run's best (an imported run's weights).

@@ -1,11 +1,16 @@
 """A training run's checkpoints: saving the recent and the best, resuming, old layouts."""
 
+import os
 import shutil
 
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.runs.checkpoints import checkpoint_has, restore_checkpoint
+from convs2s_tf.runs.checkpoints import (
+    UnreadableCheckpointError,
+    checkpoint_has,
+    restore_checkpoint,
+)
 
 
 class TrainingCheckpoints:
@@ -85,17 +90,27 @@ class TrainingCheckpoints:
     def resume(self):
         """Restores the checkpoint a resumed run continues from, if there is one.
 
+        That is the latest one (see `RunDirectory.resume_checkpoint`). If it cannot be
+        read (its files are missing, truncated or garbled, or the `checkpoint` state file
+        naming it is), the newest readable one of `RunDirectory.resume_candidates` is
+        restored instead, with one warning naming both. A checkpoint of another model is
+        an error, never skipped.
+
         Returns:
             The restored checkpoint's path, or None for a fresh start.
 
         Raises:
-            CheckpointError: if checkpoint files exist but cannot be used.
+            CheckpointError: if checkpoint files exist but none can be read (naming the
+                latest one and why), or one is from another model.
         """
-        path = self.run_directory.resume_checkpoint()
-        if path is None:
-            logging.info("No checkpoint in %s: starting afresh.", self.run_directory.path)
-            return None
-        self.restore(path)
+        try:
+            path = self.run_directory.resume_checkpoint()
+            if path is None:
+                logging.info("No checkpoint in %s: starting afresh.", self.run_directory.path)
+                return None
+            self.restore(path)
+        except UnreadableCheckpointError as error:
+            path = self._restore_fallback(error)
         self.optimizer.learning_rate.assign(self.state.learning_rate)
         message = (
             f"Resumed from {path}: step {int(self.state.step.numpy())}, epoch "
@@ -109,11 +124,45 @@ class TrainingCheckpoints:
         logging.info(message)
         return path
 
+    def _restore_fallback(self, failure: UnreadableCheckpointError) -> str:
+        """Restores the newest readable checkpoint but the unreadable `failure.path`.
+
+        Args:
+            failure: The `UnreadableCheckpointError` of the latest checkpoint.
+
+        Returns:
+            The restored checkpoint's path.
+
+        Raises:
+            UnreadableCheckpointError: `failure`, when no other checkpoint is readable.
+            CheckpointError: A readable one is from another model.
+        """
+        unreadable = [os.path.normpath(failure.path)]
+        for path in self.run_directory.resume_candidates():
+            if os.path.normpath(path) in unreadable:
+                continue
+            try:
+                self.restore(path)
+            except UnreadableCheckpointError:
+                unreadable.append(os.path.normpath(path))
+                continue
+            skipped = f" (also unreadable: {', '.join(unreadable[1:])})" if unreadable[1:] else ""
+            logging.warning(
+                "%s is unreadable (%s); resuming from %s instead%s.",
+                failure.subject,
+                failure.reason,
+                path,
+                skipped,
+            )
+            return path
+        raise failure
+
     def restore(self, path):
         """Restores `path`, which may predate the plateau schedule.
 
         Raises:
-            CheckpointError: `path` is missing, corrupt or from another model.
+            UnreadableCheckpointError: `path` is missing or its files cannot be read.
+            CheckpointError: `path` is from another model.
         """
         if checkpoint_has(path, "schedule"):
             restore_checkpoint(self.checkpoint, path)

@@ -9,7 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from convs2s_tf.data.fingerprint import read_fingerprint
-from convs2s_tf.data.pipeline import TrainingDatasetFn, make_eval_dataset
+from convs2s_tf.data.pipeline import TrainingData, make_shard_eval_dataset
 from convs2s_tf.data.prepare import FINGERPRINT_FILE, PreparedData
 from convs2s_tf.data.text_files import read_lines
 from convs2s_tf.data.tokenizer import Tokenizer
@@ -20,7 +20,7 @@ from convs2s_tf.models import ConvS2S
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.runs.averaging import write_averaged_checkpoint
 from convs2s_tf.training.strategies import create_strategy
-from convs2s_tf.training.trainer import Trainer
+from convs2s_tf.training.trainer import PREEMPTED, Trainer
 
 
 def file_sha256(path):
@@ -75,6 +75,7 @@ def run_training(
     anneal_final_minutes=0.0,
     test_beam_size=5,
     hparams=None,
+    strategy=None,
 ):
     """Trains on prepared data in `data_dir`, averages the last epoch ends if
     `training_config.average_last_n`, then reports the test BLEU of the model the run
@@ -92,12 +93,15 @@ def run_training(
             f"The model expects {model_config['source_vocab_size']} tokens but the "
             f"SentencePiece model in {data_dir} has {tokenizer.vocab_size}."
         )
-    strategy = create_strategy(strategy_name)
-    train_fn = TrainingDatasetFn(*prepared.split_paths("train"), tokenizer, **train_dataset_kwargs)
-    stats = train_fn.batched().stats
-    logging.info("Training data: %s", stats)
-    valid = make_eval_dataset(
-        *prepared.split_paths("validation"), tokenizer, **eval_dataset_kwargs
+    strategy = strategy or create_strategy(strategy_name)
+    training_data = TrainingData(
+        prepared.shard_paths("train"), prepared.length_index("train"), **train_dataset_kwargs
+    )
+    logging.info("Training data: %s", training_data.stats())
+    valid = make_shard_eval_dataset(
+        prepared.shard_paths("validation"),
+        prepared.length_index("validation"),
+        **eval_dataset_kwargs,
     ).dataset
     trainer = Trainer(
         lambda: ConvS2S(**model_config),
@@ -120,8 +124,15 @@ def run_training(
     trainer.stop_condition = limit.expired
     trainer.cooldown_condition = limit.in_final_minutes
     start = time.time()
-    result = trainer.train(train_fn, valid, steps_per_epoch=stats.batches_per_epoch)
+    logging.info(
+        "%d steps an epoch on %s",
+        training_data.steps_per_epoch(trainer.placement),
+        trainer.placement,
+    )
+    result = trainer.train(training_data, valid)
     result["train_seconds"] = time.time() - start
+    if result["stop_reason"] == PREEMPTED:
+        return result
     if trainer.is_chief:
         result.update(average_last_epoch_ends(model_dir, training_config.average_last_n))
     if test_beam_size and trainer.is_chief:

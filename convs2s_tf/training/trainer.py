@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from convs2s_tf.data.pipeline.training import Placement
 from convs2s_tf.runs import RunDirectory
 from convs2s_tf.training.checkpointing import TrainingCheckpoints
+from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, cluster_size
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.losses import batch_loss_sums
@@ -36,18 +38,28 @@ if TYPE_CHECKING:
 _SUM = tf.distribute.ReduceOp.SUM
 
 
-def _release_in_background(holder):
-    """Deletes the tf.data iterator in the one-item list `holder`, its only reference, on
-    a thread of its own.
+# Why training stopped when a SIGTERM asked it to (the pipelines exit with
+# `coordination.PREEMPTED_EXIT_STATUS` then).
+PREEMPTED = "preempted (SIGTERM): saved, re-run the command to resume"
 
-    Deleting an iterator can wait, idle, for a thread of its input pipeline (in
-    `RootDataset::Iterator::~Iterator`) for tens of seconds, at many epoch ends: on the
-    main thread that wait would come out of a run's time budget (docs/experiments.md).
-    On a thread of its own it costs nothing. The thread is not a daemon: the interpreter
-    waits for it at exit, since a daemon thread stopped inside the C++ destructor aborts
-    the process ("FATAL: exception not rethrown").
-    """
-    threading.Thread(target=holder.clear, name="release_iterator").start()
+
+class TrainingInput(Protocol):
+    """What `Trainer.train` reads: per-replica batches for the whole run
+    (`convs2s_tf.data.pipeline.TrainingData` is one)."""
+
+    def steps_per_epoch(self, placement: Placement) -> int:
+        """Steps of one epoch (the same on every worker)."""
+        ...
+
+    def dataset(
+        self,
+        input_context: tf.distribute.InputContext | None,
+        first_epoch: int = 1,
+        skip: int = 0,
+    ) -> tf.data.Dataset:
+        """This worker's batches from `first_epoch` on, past its first `skip`; each epoch
+        `steps_per_epoch * replicas_per_worker` batches long."""
+        ...
 
 
 class Trainer:
@@ -85,7 +97,14 @@ class Trainer:
         self.model_dir = self.run_directory.path
         self.strategy = strategy
         self.is_chief = is_chief(strategy)
-        self._multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        num_workers = cluster_size(strategy)
+        self.placement = Placement(
+            num_workers=num_workers,
+            worker=0,
+            replicas_per_worker=strategy.num_replicas_in_sync // num_workers,
+        )
+        self.coordinator = Coordinator(strategy)
+        self.preemption = PreemptionWatch()
         if config.dtype == "bfloat16":
             keras.mixed_precision.set_global_policy("mixed_bfloat16")
         keras.utils.set_random_seed(config.seed)
@@ -130,6 +149,8 @@ class Trainer:
         # is then shrunk once by lr_shrink (the cooldown before a time limit).
         self.cooldown_condition: Callable[[], bool] | None = None
         self._cooled_down = False
+        # The chief's time limit check, as broadcast at the last epoch end.
+        self._time_expired = False
 
     def _create_accumulators(self):
         """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
@@ -139,7 +160,7 @@ class Trainer:
             tf.Variable(tf.zeros_like(v), trainable=False, name="accumulated_gradient")
             for v in self.model.trainable_variables
         ]
-        return gradients, tf.Variable(tf.zeros([3]), trainable=False)
+        return gradients, tf.Variable(tf.zeros([4]), trainable=False)
 
     # ----------------------------------------------------------------- steps
     def _replica_gradients(self, batch):
@@ -154,7 +175,10 @@ class Trainer:
             )
         gradients = tape.gradient(loss_sum, self.model.trainable_variables)
         gradients = [tf.convert_to_tensor(g) for g in gradients]
-        return gradients, tf.stack([loss_sum, nll_sum, tokens])
+        # The 4th sum counts the replicas whose worker was asked to stop (SIGTERM): the
+        # step's own all-reduce tells every worker, at no extra cost.
+        vote = tf.cast(self.preemption.vote, loss_sum.dtype)
+        return gradients, tf.stack([loss_sum, nll_sum, tokens, vote])
 
     def _reduced_gradients(self, batch):
         gradients, sums = self.strategy.run(self._replica_gradients, args=(batch,))
@@ -184,6 +208,7 @@ class Trainer:
             "tokens": sums[2],
             "gradient_norm": gradient_norm,
             "applied": applied,
+            "stop_votes": sums[3],
         }
 
     def _train_step_fn(self, batch):
@@ -201,7 +226,7 @@ class Trainer:
         with tf.control_dependencies(list(result.values())):
             for accumulator in self.accumulators:
                 accumulator.assign(tf.zeros_like(accumulator))
-            self.accumulated_sums.assign(tf.zeros([3]))
+            self.accumulated_sums.assign(tf.zeros([4]))
         return result
 
     def _build_steps(self, element_spec):
@@ -228,9 +253,12 @@ class Trainer:
         """
         return self.checkpoints.resume()
 
-    def save(self, best: bool = False, epoch_end: bool = False) -> str:
+    def save(self, best: bool = False, epoch_end: bool = False) -> str | None:
         """Saves a checkpoint (also as the best one if `best`, and as an epoch end if
-        `epoch_end`); returns its path."""
+        `epoch_end`) on the chief; returns its path (None on other workers, which hold
+        the same values and write nothing)."""
+        if not self.is_chief:
+            return None
         return self.checkpoints.save(best=best, epoch_end=epoch_end)
 
     def write_run_config(self, run_config: Mapping[str, Any]) -> None:
@@ -253,38 +281,20 @@ class Trainer:
             return "reached max_epochs"
         if float(self.state.learning_rate.numpy()) <= config.min_learning_rate:
             return f"learning rate reached the floor {config.min_learning_rate:g}"
-        if self.stop_condition is not None and self._on_any_worker(self.stop_condition()):
+        if self._time_expired:
             return "reached the time limit"
         return None
 
-    def _on_any_worker(self, holds):
-        """Whether `holds` is true on any worker, so that every worker takes a decision
-        from its own clock together (clocks differ between machines, and a worker that
-        stopped alone would leave the others waiting in their next all-reduce)."""
-        if not self._multi_worker:
-            return holds
-        return float(self._count_votes(tf.constant(float(holds)))) > 0
-
-    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
-    def _count_votes(self, vote):
-        votes = self.strategy.run(tf.identity, args=(vote,))
-        return self.strategy.reduce(_SUM, votes, axis=None)
-
     def train(
-        self,
-        train_dataset_fn: Callable[[int, tf.distribute.InputContext], tf.data.Dataset],
-        valid_dataset: tf.data.Dataset | None = None,
-        steps_per_epoch: int | None = None,
+        self, training_input: TrainingInput, valid_dataset: tf.data.Dataset | None = None
     ) -> dict[str, Any]:
-        """Trains until max_steps, max_epochs or the learning rate floor.
+        """Trains until max_steps, max_epochs, the learning rate floor, the time limit or
+        a SIGTERM (then `stop_reason` is `PREEMPTED`).
 
         Args:
-            train_dataset_fn: `(epoch, input_context) -> tf.data.Dataset` giving one epoch
-                of per-replica batches for 1-based `epoch`; called again every epoch.
+            training_input: The run's batches (`TrainingInput`), read through one
+                iterator from the epoch (and batch) the run resumes at.
             valid_dataset: Evaluation batches (with `source_text`/`reference_text`) or None.
-            steps_per_epoch: Batches per epoch per replica, if known (progress bar, and the
-                epoch length of multi-worker training, whose datasets are repeated so
-                every worker runs the same number of steps).
 
         Returns:
             A dict of the final state and last validation results.
@@ -292,33 +302,33 @@ class Trainer:
         self.restore_or_initialize()
         if self.is_chief:
             self.summaries.hparams(self.hparams)
-        if self._multi_worker and not steps_per_epoch:
-            raise ValueError("Multi-worker training needs steps_per_epoch.")
-        last_valid = {}
+        steps_per_epoch = training_input.steps_per_epoch(self.placement)
+        first_epoch = int(self.state.epoch.numpy()) + 1
+        # Every replica of this worker took `epoch_batches` batches of the open epoch.
+        skip = int(self.state.epoch_batches.numpy()) * self.placement.replicas_per_worker
+        distributed = self.strategy.distribute_datasets_from_function(
+            lambda context: training_input.dataset(context, first_epoch, skip)
+        )
+        if self._train_step is None and self._accumulate_step is None:
+            self._build_steps(distributed.element_spec)
+        iterator = iter(distributed)
+        self._time_expired = bool(self._from_chief(self._chief_time_expired())[0])
+        last_valid: dict[str, Any] = {}
         stop_reason = self._should_stop()
-        while stop_reason is None:
-            epoch = int(self.state.epoch.numpy()) + 1
-            skip = int(self.state.epoch_batches.numpy())
-
-            def dataset_fn(input_context, epoch=epoch, skip=skip):
-                dataset = train_dataset_fn(epoch, input_context)
-                if self._multi_worker:
-                    dataset = dataset.repeat()
-                return dataset.skip(skip)
-
-            distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
-            if self._train_step is None and self._accumulate_step is None:
-                self._build_steps(distributed.element_spec)
-            stop_reason = self._train_epoch(epoch, distributed, steps_per_epoch, skip)
-            if stop_reason is not None:
-                # Stopped inside the epoch: validate, log and checkpoint as at an epoch
-                # end (the epoch stays open, so a resumed run finishes it).
-                batches = int(self.state.epoch_batches.numpy())
-                complete = bool(steps_per_epoch and batches >= steps_per_epoch)
-                last_valid = self._end_epoch(epoch, valid_dataset, complete=complete)
-                break
-            last_valid = self._end_epoch(epoch, valid_dataset)
-            stop_reason = self._should_stop()
+        with self.preemption:
+            while stop_reason is None:
+                epoch = int(self.state.epoch.numpy()) + 1
+                stop_reason = self._train_epoch(iterator, steps_per_epoch)
+                if stop_reason == PREEMPTED:
+                    self.save()
+                    break
+                if stop_reason is not None:
+                    # Stopped inside the epoch: validate, log and checkpoint as at an
+                    # epoch end (the epoch stays open, so a resumed run finishes it).
+                    last_valid = self._end_epoch(epoch, valid_dataset, complete=False)
+                    break
+                last_valid = self._end_epoch(epoch, valid_dataset)
+                stop_reason = self._should_stop()
         logging.info("Training stopped: %s.", stop_reason)
         self.summaries.flush()
         return {
@@ -329,9 +339,9 @@ class Trainer:
             **last_valid,
         }
 
-    def _train_epoch(self, epoch, distributed, steps_per_epoch, skip):
-        """Trains on one epoch's batches past the first `skip`; returns why training
-        stopped inside it, or None."""
+    def _train_epoch(self, iterator, steps_per_epoch):
+        """Trains on the open epoch's remaining steps; returns why training stopped
+        inside it, or None at its end."""
         config = self.config
         progress = EpochProgress(
             self.summaries,
@@ -339,58 +349,77 @@ class Trainer:
             steps_per_epoch,
             show_bar=config.progress_bar and self.is_chief,
         )
-        batches = skip
+        batches = int(self.state.epoch_batches.numpy())
         micro_batches = 0
-        iterator = [iter(distributed)]  # the only reference: see _release_in_background
-        while steps_per_epoch is None or batches < steps_per_epoch:
-            try:
-                batch = next(iterator[0])
-            except StopIteration:
-                break
+        stop_reason = None
+        while batches < steps_per_epoch:
+            self.preemption.update_vote()
+            batch = next(iterator)
             batches += 1
             if self.accumulators is None:
                 result = self._train_step(batch)
             else:
                 self._accumulate_step(batch)
                 micro_batches += 1
-                if micro_batches % config.update_freq:
+                if micro_batches % config.update_freq and batches < steps_per_epoch:
                     continue
                 result = self._apply_accumulated()
             self.state.epoch_batches.assign(batches)
             self.divergence.record(result, int(self.state.step.numpy()))
             step = int(self.state.step.numpy())
             progress.update(batches, step, result, float(self.state.learning_rate.numpy()))
+            if float(result["stop_votes"]) > 0:
+                stop_reason = PREEMPTED
+                break
             if config.save_every_steps and step % config.save_every_steps == 0:
                 self.save()
             if config.max_steps and step >= config.max_steps:
-                self._epoch_train_rate = progress.tokens_per_second()
-                _release_in_background(iterator)
-                return "reached max_steps"
-        if self.accumulators is not None and micro_batches % config.update_freq:
-            # The epoch's last micro-batches still make one (smaller) update.
-            self.divergence.record(self._apply_accumulated(), int(self.state.step.numpy()))
+                stop_reason = "reached max_steps"
+                break
         self._epoch_train_rate = progress.tokens_per_second()
-        _release_in_background(iterator)
-        return None
+        return stop_reason
 
     # ------------------------------------------------------------- epoch ends
+    def _from_chief(self, values):
+        return self.coordinator.from_chief(values)
+
+    def _chief_time_expired(self):
+        """The chief's time limit check (the only clock that counts)."""
+        return [float(self.is_chief and self.stop_condition is not None and self.stop_condition())]
+
+    def _epoch_end_decisions(self, valid_dataset, complete):
+        """Validates on the chief and returns (results, time expired, cooldown due), the
+        chief's on every worker."""
+        results: dict[str, Any] = {}
+        values = np.zeros(6)
+        if self.is_chief:
+            if valid_dataset is not None:
+                results = self.validate(valid_dataset)
+                values[:4] = [1.0, results["valid_loss"], results["valid_nll"], -1.0]
+                values[3] = results.get("valid_bleu", -1.0)
+            values[4] = self._chief_time_expired()[0]
+            values[5] = float(
+                complete
+                and not self._cooled_down
+                and self.cooldown_condition is not None
+                and bool(self.cooldown_condition())
+            )
+        values = self._from_chief(values)
+        if not self.is_chief and values[0]:
+            results = {"valid_loss": float(values[1]), "valid_nll": float(values[2])}
+            results["valid_perplexity"] = float(np.exp(min(values[2], 50.0)))
+            if values[3] >= 0:
+                results["valid_bleu"] = float(values[3])
+        return results, bool(values[4]), bool(values[5])
+
     def _end_epoch(self, epoch, valid_dataset, complete=True):
         """Validates, logs and checkpoints; `complete=False` when training stops inside
         the epoch (no annealing step then, as in fairseq, and the epoch stays open)."""
-        results = {}
-        improved_loss = False
-        validation_seconds = None
-        if valid_dataset is not None:
-            started = time.time()
-            results = self.validate(valid_dataset)
-            validation_seconds = time.time() - started
-            improved_loss = self._record_validation(results, anneal=complete)
-        if (
-            complete
-            and not self._cooled_down
-            and self.cooldown_condition is not None
-            and self._on_any_worker(self.cooldown_condition())
-        ):
+        started = time.time()
+        results, self._time_expired, cooldown = self._epoch_end_decisions(valid_dataset, complete)
+        validation_seconds = time.time() - started if results else None
+        improved_loss = bool(results) and self._record_validation(results, anneal=complete)
+        if cooldown:
             self._cooled_down = True
             rate = float(self.state.learning_rate.numpy())
             set_learning_rate(
@@ -407,7 +436,8 @@ class Trainer:
         step = int(self.state.step.numpy())
         if self.is_chief:
             self.summaries.histograms("train", step, self.model.trainable_variables)
-        summary = self._epoch_summary(epoch, step, results, validation_seconds)
+        end_seconds = time.time() - started
+        summary = self._epoch_summary(epoch, step, results, validation_seconds, end_seconds)
         if self.is_chief:
             print(summary, flush=True)
         logging.info(summary)
@@ -429,7 +459,7 @@ class Trainer:
             anneal_learning_rate(self.schedule, self.state.learning_rate, self.optimizer, loss)
         return improved
 
-    def _epoch_summary(self, epoch, step, results, validation_seconds):
+    def _epoch_summary(self, epoch, step, results, validation_seconds, end_seconds):
         summary = (
             f"epoch {epoch:3d} | step {step} | lr {float(self.state.learning_rate.numpy()):.3g} | "
             f"train {self._epoch_train_rate:,.0f} tok/s"
@@ -441,7 +471,9 @@ class Trainer:
             if "valid_bleu" in results:
                 summary += f" BLEU {results['valid_bleu']:.2f}"
             summary += f" ({validation_seconds:.0f} s)"
-        return summary
+        # The whole epoch end (validation, checkpoints, summaries): the input pipeline
+        # adds nothing to it (one iterator serves every epoch).
+        return summary + f" | epoch end {end_seconds:.1f} s"
 
 
 # TrainingDivergedError is re-exported: pipelines name it by this module.

@@ -8,8 +8,6 @@ flag's help text; defaults come from the library's config dataclasses where one 
 
 # Imported in this order so that the groups are defined in it.
 from pipelines.flags.data import (  # noqa: F401
-    CACHE_SUBDIR,
-    TOKENIZED_CACHE_MODES,
     eval_dataset_kwargs,
     prepare_config_from_flags,
     training_dataset_kwargs,

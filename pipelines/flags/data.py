@@ -1,6 +1,5 @@
 """The data flags (corpus, preparation, batching) and what they configure."""
 
-import os
 from typing import Any
 
 from absl import flags
@@ -11,8 +10,6 @@ from convs2s_tf.data.sources import LOCAL, MULTI30K, WMT_DATASETS
 from convs2s_tf.data.text_files import INVALID_UTF8_POLICIES
 from pipelines.flags.groups import BATCHING, DATA, FLAGS, PREPARE, flag_group
 
-TOKENIZED_CACHE_MODES = ("memory", "disk")
-CACHE_SUBDIR = "cache"
 # The library's defaults, which the flags show and pass on.
 _CLEANING = CleaningConfig()
 _PREPARE = PrepareConfig(data_dir="")
@@ -28,7 +25,7 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "data_dir",
         None,
         "Directory of the prepared data: SentencePiece model and vocabulary, prepared text, "
-        "summary.json, and caches. Created by pipelines.prepare_data, read by the others.",
+        "tokenised shards and summary.json. Created by pipelines.prepare_data, read by the others.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -61,6 +58,14 @@ def define_data_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         flag_values=flag_values,
     )
     _define_cleaning_and_bpe_flags(flag_values)
+    flags.DEFINE_integer(
+        "num_shards",
+        _PREPARE.num_shards,
+        "Training shards to write (0: one per 100,000 pairs, at least 32). Each worker of "
+        "a multi-host run reads whole shards: use at least as many as workers.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
 
 
 def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
@@ -108,8 +113,9 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_integer(
         "bpe_max_sentences",
         _PREPARE.bpe_max_sentences,
-        "Train BPE on a seeded sample of this many sentences (0: all; set it for WMT-sized "
-        "corpora to bound memory).",
+        "Train BPE on a seeded sample of this many sentences drawn from the whole training "
+        "text when it has more (0: always all of it; a sample bounds memory on WMT-sized "
+        "corpora).",
         lower_bound=0,
         flag_values=flag_values,
     )
@@ -124,6 +130,13 @@ def define_prepare_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "force_prepare",
         False,
         "Prepare the data even if DATA_DIR is up to date with the corpus and flags.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "workers",
+        _PREPARE.workers,
+        "Processes tokenising the training split into shards (0: one per CPU core).",
+        lower_bound=0,
         flag_values=flag_values,
     )
 
@@ -151,16 +164,9 @@ def define_batching_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer(
         "shuffle_buffer_size",
         0,
-        "Training pairs in the shuffle buffer (0: the whole corpus, up to 2,000,000).",
+        "Training pairs permuted together each epoch, in blocks of this many (0: the "
+        "worker's pairs, up to 100,000; the shards are already shuffled globally).",
         lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "tokenized_cache",
-        "memory",
-        list(TOKENIZED_CACHE_MODES),
-        "Where the tokenised corpus is cached after the first pass: 'memory', or 'disk' "
-        "(DATA_DIR/cache, reused across runs; for corpora larger than memory).",
         flag_values=flag_values,
     )
 
@@ -204,26 +210,24 @@ def prepare_config_from_flags(flag_values: flags.FlagValues = FLAGS) -> PrepareC
         invalid_utf8=flag_values.invalid_utf8,
         bpe_character_coverage=flag_values.bpe_character_coverage,
         bpe_max_sentences=flag_values.bpe_max_sentences,
+        num_shards=flag_values.num_shards,
+        workers=flag_values["workers"].value if "workers" in flag_values else 0,
     )
 
 
 def eval_dataset_kwargs(flag_values: flags.FlagValues = FLAGS) -> dict[str, Any]:
-    """Returns the keyword arguments of `pipeline.make_eval_dataset` set by flags."""
-    cache_dir = None
-    if flag_values.tokenized_cache == "disk":
-        cache_dir = os.path.join(_require_data_dir(flag_values), CACHE_SUBDIR)
+    """Returns the keyword arguments of `pipeline.make_shard_eval_dataset` set by flags."""
     return {
         "max_tokens": flag_values.max_tokens,
         "max_sentences": flag_values.max_sentences or None,
         "max_source_positions": flag_values.max_source_positions,
         "max_target_positions": flag_values.max_target_positions,
-        "cache_dir": cache_dir,
     }
 
 
 def training_dataset_kwargs(flag_values: flags.FlagValues = FLAGS, *, seed: int = 1) -> dict:
-    """Returns the keyword arguments of `pipeline.make_training_dataset` (and
-    `TrainingDatasetFn`) set by flags; `seed` is the run's seed (shuffling)."""
+    """Returns the keyword arguments of `pipeline.TrainingData` set by flags; `seed` is
+    the run's seed (shuffling)."""
     return {
         **eval_dataset_kwargs(flag_values),
         "shuffle_buffer_size": flag_values.shuffle_buffer_size or None,

@@ -35,6 +35,14 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "(MultiWorkerMirroredStrategy from TF_CONFIG) or one_device.",
         flag_values=flag_values,
     )
+    flags.DEFINE_integer(
+        "cpu_replicas",
+        0,
+        "Split the CPU into this many logical devices with a replica on each (mirrored, "
+        "multi_worker; 0 or 1: one CPU replica). For CPU-only machines and tests.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
     flags.DEFINE_float(
         "max_train_minutes",
         0.0,

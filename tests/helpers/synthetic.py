@@ -58,3 +58,32 @@ def make_trainer(model_dir, **config):
     return Trainer(
         model_fn, TrainingConfig(**config), str(model_dir), create_strategy("one_device")
     )
+
+
+class EpochBatches:
+    """A `TrainingInput` made of one dataset per epoch, `fn(epoch, input_context)`.
+
+    Args:
+        fn: returns epoch `epoch`'s (1-based) batches.
+        steps_per_epoch: steps an epoch (default: the batches of epoch 1).
+        epochs: epochs the run's dataset holds (tests stop long before).
+    """
+
+    def __init__(self, fn, steps_per_epoch=None, epochs=30):
+        self._fn = fn
+        self._steps = steps_per_epoch
+        self._epochs = epochs
+
+    def steps_per_epoch(self, placement):
+        if self._steps is None:
+            self._steps = sum(1 for _ in self._fn(1, None))
+        return self._steps
+
+    def dataset(self, input_context, first_epoch=1, skip=0):
+        epochs = [
+            self._fn(e, input_context) for e in range(first_epoch, first_epoch + self._epochs)
+        ]
+        batches = epochs[0].skip(skip)
+        for epoch in epochs[1:]:
+            batches = batches.concatenate(epoch)
+        return batches

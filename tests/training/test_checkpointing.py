@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.synthetic import dataset, make_trainer
+from helpers.synthetic import EpochBatches, dataset, make_trainer
 
 from convs2s_tf.runs import CheckpointError, latest_checkpoint
 
@@ -14,7 +14,7 @@ from convs2s_tf.runs import CheckpointError, latest_checkpoint
 def test_resume_from_best_when_checkpoints_are_gone(tmp_path):
     trainer = make_trainer(tmp_path, max_epochs=1, save_every_steps=0, valid_beam_size=0)
     trainer.train(
-        lambda epoch, context: dataset(seed=epoch, batches=3),
+        EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)),
         valid_dataset=dataset(seed=99, batches=1),
     )
     best = latest_checkpoint(str(tmp_path / "best"))
@@ -27,7 +27,7 @@ def test_resume_from_best_when_checkpoints_are_gone(tmp_path):
 
 def test_checkpoint_from_before_the_schedule_restores(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=2, save_every_steps=2)
-    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)))
     # A checkpoint as written before the plateau schedule and the optimiser's previous
     # rate existed: Keras' own SGD, no schedule.
     old_optimizer = keras.optimizers.SGD(learning_rate=0.025, momentum=0.99, nesterov=True)
@@ -48,7 +48,9 @@ def test_resume_restores_state_and_optimizer(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     tmp_path = tmp_path.relative_to(tmp_path) / "run"
     trainer = make_trainer(tmp_path, max_steps=4, save_every_steps=2)
-    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3), steps_per_epoch=3)
+    trainer.train(
+        EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3), steps_per_epoch=3)
+    )
     weights = [w.numpy() for w in trainer.model.weights]
     momentum = [v.numpy() for v in trainer.optimizer.variables]
     resumed = make_trainer(tmp_path, max_steps=4, save_every_steps=2)
@@ -63,7 +65,7 @@ def test_resume_restores_state_and_optimizer(tmp_path, monkeypatch):
 
 def test_corrupt_or_missing_checkpoint_is_an_error(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=2, save_every_steps=2)
-    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)))
     directory = tmp_path / "checkpoints"
     data_file = next(p for p in directory.iterdir() if p.name.startswith("ckpt-2.data"))
     data_file.write_bytes(b"\0garbage" * 10)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.synthetic import dataset, make_trainer
+from helpers.synthetic import EpochBatches, dataset, make_trainer
 
 from convs2s_tf.training import TrainingDivergedError
 
@@ -14,7 +14,7 @@ def test_nonfinite_loss_skips_update_then_stops(tmp_path):
     gain.assign(tf.fill(gain.shape, float("nan")))
     before = [w.numpy() for w in trainer.model.trainable_weights]
     with pytest.raises(TrainingDivergedError, match="3 consecutive updates"):
-        trainer.train(lambda epoch, context: dataset(seed=epoch, batches=5))
+        trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=5)))
     after = [w.numpy() for w in trainer.model.trainable_weights]
     for a, b in zip(before, after):
         np.testing.assert_array_equal(a, b)

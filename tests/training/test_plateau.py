@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers.synthetic import dataset, make_trainer
+from helpers.synthetic import EpochBatches, dataset, make_trainer
 
 from convs2s_tf.training.plateau import anneal_learning_rate
 
@@ -18,7 +18,7 @@ def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
         valid_beam_size=0,
     )
     result = trainer.train(
-        lambda epoch, context: dataset(seed=epoch, batches=2, sentences=3),
+        EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=2, sentences=3)),
         valid_dataset=dataset(seed=99, batches=1),
     )
     # Validation perplexity can only improve for a while; each epoch without improvement
@@ -31,7 +31,7 @@ def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
 
 def test_step_after_a_shrink_moves_by_the_new_rate(tmp_path):
     trainer = make_trainer(tmp_path, max_epochs=1, save_every_steps=0, clip_norm=0.0)
-    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)))
     # An epoch end without improvement: 0.25 -> 0.025.
     trainer.schedule.best.assign(0.0)
     anneal_learning_rate(trainer.schedule, trainer.state.learning_rate, trainer.optimizer, 5.0)
@@ -40,7 +40,7 @@ def test_step_after_a_shrink_moves_by_the_new_rate(tmp_path):
     weights = [w.numpy() for w in trainer.model.trainable_variables]
     velocity = [m.numpy() for m in trainer.optimizer.momentums]
     trainer.config.max_epochs, trainer.config.max_steps = 2, int(trainer.state.step.numpy()) + 1
-    trainer.train(lambda epoch, context: dataset(seed=epoch, batches=3))
+    trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)))
     momentum, ratio = 0.99, 0.1
     for w0, m0, variable, slot in zip(
         weights, velocity, trainer.model.trainable_variables, trainer.optimizer.momentums
@@ -66,7 +66,7 @@ def test_cooldown_shrinks_the_rate_once_and_the_checkpoint_keeps_it(tmp_path):
 
     trainer.cooldown_condition = cooldown_from_second_epoch_end
     result = trainer.train(
-        lambda epoch, context: dataset(seed=epoch, batches=2),
+        EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=2)),
         valid_dataset=dataset(seed=99, batches=1),
     )
     # Checked at each epoch end until it holds, then no more: 0.25 -> 0.025, once,

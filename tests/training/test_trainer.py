@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.synthetic import dataset, make_trainer
+from helpers.synthetic import EpochBatches, dataset, make_trainer
 
 from convs2s_tf.runs import latest_checkpoint
 
@@ -27,7 +27,7 @@ def test_xla_compiled_step_makes_the_same_update(tmp_path):
 
 def test_update_freq_accumulates(tmp_path):
     trainer = make_trainer(tmp_path, update_freq=3, max_epochs=1, save_every_steps=0)
-    result = trainer.train(lambda epoch, context: dataset(seed=epoch, batches=7))
+    result = trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=7)))
     # 7 micro-batches with update_freq 3: two full updates and one for the remainder.
     assert result["step"] == 3
     assert int(trainer.optimizer.iterations.numpy()) == 3
@@ -36,9 +36,8 @@ def test_update_freq_accumulates(tmp_path):
 def test_stop_inside_an_epoch_validates_and_checkpoints(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=2, save_every_steps=0, valid_beam_size=0)
     result = trainer.train(
-        lambda epoch, context: dataset(seed=epoch, batches=5),
+        EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=5), steps_per_epoch=5),
         valid_dataset=dataset(seed=99, batches=1),
-        steps_per_epoch=5,
     )
     assert result["stop_reason"] == "reached max_steps" and "valid_loss" in result
     assert latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-2")

@@ -1,12 +1,18 @@
-"""The evaluation pipeline: every pair once, deterministic, with its text and line index."""
+"""The evaluation pipeline: every pair once, deterministic, with its text and line index.
+
+`make_shard_eval_dataset` reads a prepared split's shards (what training validates on);
+`make_eval_dataset` tokenises any pair of text files itself.
+"""
 
 from collections.abc import Sequence
 
 import tensorflow as tf
 
+from convs2s_tf.data.length_index import LengthIndex
 from convs2s_tf.data.pipeline.batches import BatchedDataset, batch_pairs
-from convs2s_tf.data.pipeline.length_stats import count_length_stats
+from convs2s_tf.data.pipeline.length_stats import count_length_stats, index_length_stats
 from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
+from convs2s_tf.data.pipeline.record_pairs import record_pairs
 from convs2s_tf.data.pipeline.tokenized_pairs import cached_tokenized_pairs, shard_spec
 from convs2s_tf.data.tokenizer import Tokenizer
 
@@ -53,6 +59,38 @@ def make_eval_dataset(
     return BatchedDataset(
         dataset=batch_pairs(tokenized, limits).prefetch(tf.data.AUTOTUNE),
         stats=stats,
+        bucket_lengths=limits.bucket_lengths,
+        batch_sizes=limits.batch_sizes,
+    )
+
+
+def make_shard_eval_dataset(
+    shard_paths: Sequence[str],
+    index: LengthIndex,
+    *,
+    max_tokens: int = 4000,
+    max_sentences: int | None = None,
+    max_source_positions: int = DEFAULT_MAX_POSITIONS,
+    max_target_positions: int = DEFAULT_MAX_POSITIONS,
+    bucket_lengths: Sequence[int] | None = None,
+) -> BatchedDataset:
+    """`make_eval_dataset` of a prepared split's shards: nothing to tokenise or count.
+
+    Args:
+        shard_paths: the split's shards (`PreparedData.shard_paths(split)`).
+        index: their lengths index (`PreparedData.length_index(split)`).
+        max_tokens, max_sentences, max_source_positions, max_target_positions,
+        bucket_lengths: as for `make_eval_dataset`.
+    """
+    limits = PipelineLimits.create(
+        max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
+    )
+    pairs = record_pairs(
+        tf.data.Dataset.from_tensor_slices(list(shard_paths)), limits, evaluation=True
+    )
+    return BatchedDataset(
+        dataset=batch_pairs(pairs, limits).prefetch(tf.data.AUTOTUNE),
+        stats=index_length_stats(index, range(index.num_shards), limits, evaluation=True),
         bucket_lengths=limits.bucket_lengths,
         batch_sizes=limits.batch_sizes,
     )

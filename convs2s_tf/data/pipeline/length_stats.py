@@ -2,9 +2,12 @@
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.data.length_index import LengthIndex
 from convs2s_tf.data.pipeline.limits import PipelineLimits
 from convs2s_tf.data.pipeline.tokenized_pairs import BUCKET, SOURCE_LENGTH, TARGET_LENGTH
 
@@ -104,4 +107,57 @@ def count_length_stats(
     )
     return LengthStats(
         **{name: int(value.numpy()) for name, value in totals.items()}, batches_per_epoch=batches
+    )
+
+
+def index_length_stats(
+    index: LengthIndex, shards: Sequence[int], limits: PipelineLimits, evaluation: bool
+) -> LengthStats:
+    """`count_length_stats` of the pairs of `shards`, from the lengths index alone.
+
+    Raises:
+        ValueError: as `count_length_stats`.
+    """
+    rows = index.rows_of(shards)
+    source_lengths = index.source_length[rows].astype(np.int64)
+    target_lengths = index.target_length[rows].astype(np.int64)
+    counts = index.count[rows]
+    source_over = source_lengths > limits.max_source_length
+    target_over = target_lengths > limits.max_target_length
+    too_long = source_over | target_over
+    kept = np.ones_like(too_long) if evaluation else ~too_long
+    source_lengths = np.minimum(source_lengths, limits.max_source_length)
+    target_lengths = np.minimum(target_lengths, limits.max_target_length)
+    # The bucket of each row, as `batching.assign_buckets` assigns it in the pipeline.
+    buckets = np.searchsorted(
+        np.asarray(limits.bucket_lengths), np.maximum(source_lengths, target_lengths), "left"
+    )
+    bucket_counts = np.bincount(
+        buckets[kept], weights=counts[kept], minlength=len(limits.bucket_lengths)
+    ).astype(np.int64)
+    over_budget = sum(
+        int(count) for count, size in zip(bucket_counts, limits.batch_sizes) if size == 0
+    )
+    if over_budget:
+        raise ValueError(
+            f"{over_budget} pairs are longer than the token budget "
+            f"`max_tokens={limits.max_tokens}` allows for one sentence with its padding; "
+            "raise `max_tokens` or lower `max_source_positions`/`max_target_positions`."
+        )
+    batches = sum(
+        math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count
+    )
+
+    def total(values):
+        return int((values * counts).sum())
+
+    return LengthStats(
+        pairs=total(np.ones_like(too_long)),
+        pairs_kept=total(kept),
+        pairs_too_long=total(too_long),
+        source_too_long=total(source_over),
+        target_too_long=total(target_over),
+        source_tokens=total(np.where(kept, source_lengths, 0)),
+        target_tokens=total(np.where(kept, target_lengths, 0)),
+        batches_per_epoch=batches,
     )

@@ -1,156 +1,214 @@
-"""The training pipeline: every pair that fits, once per epoch, in a seeded order."""
+"""The training pipeline: prepared shards streamed as one dataset for the whole run.
 
-import functools
+Every epoch holds every pair that fits the positions exactly once across all workers
+and replicas: worker `w` of `W` reads the shards `w, w + W, ...` (whole files), and its
+replicas take its batches in turn. All workers run the same number of steps an epoch
+(they meet in every step's all-reduce), so a worker whose shards make fewer batches
+fills its epoch with empty batches: one `</s>` source and a `<pad>` target, which count
+no tokens and add nothing to the gradient. Nothing is counted or cached at start: the
+batches of each bucket come from the lengths index.
+
+One iterator serves the whole run: epochs follow each other inside one dataset
+(`Dataset.range(...).flat_map`), each shuffled by seeds computed in-graph from
+(seed, epoch), so no iterator is deleted at an epoch end (see
+docs/input-pipeline-notes.md) and a resumed run skips exactly the batches it trained.
+"""
+
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from convs2s_tf.data.pipeline.batches import BatchedDataset, batch_pairs
-from convs2s_tf.data.pipeline.length_stats import count_length_stats
+from convs2s_tf import vocabulary
+from convs2s_tf.data import records
+from convs2s_tf.data.length_index import LengthIndex
+from convs2s_tf.data.pipeline.batches import batch_pairs
+from convs2s_tf.data.pipeline.length_stats import LengthStats, index_length_stats
 from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
-from convs2s_tf.data.pipeline.tokenized_pairs import cached_tokenized_pairs, shard_spec
-from convs2s_tf.data.tokenizer import Tokenizer
+from convs2s_tf.data.pipeline.record_pairs import parse_records, record_stream
 
-# The default shuffle buffer holds the whole shard, up to this many pairs.
-_MAX_SHUFFLE_BUFFER_SIZE = 2_000_000
+# The default shuffle block: the worker's pairs, up to this many (the shards are
+# shuffled globally when prepared, so a block only has to mix a few shards again).
+DEFAULT_SHUFFLE_BUFFER_SIZE = 100_000
+# Far more epochs than any run: the dataset ends only when the run stops reading it.
+_MAX_EPOCHS = 1_000_000
 
 
-def make_training_dataset(
-    source_path: str,
-    target_path: str,
-    tokenizer: Tokenizer,
-    *,
-    max_tokens: int = 4000,
-    max_sentences: int | None = None,
-    max_source_positions: int = DEFAULT_MAX_POSITIONS,
-    max_target_positions: int = DEFAULT_MAX_POSITIONS,
-    seed: int = 1,
-    shuffle_buffer_size: int | None = None,
-    batch_shuffle_buffer_size: int = 64,
-    bucket_lengths: Sequence[int] | None = None,
-    cache_dir: str | None = None,
-    num_shards: int = 1,
-    shard_index: int = 0,
-    input_context: tf.distribute.InputContext | None = None,
-) -> BatchedDataset:
-    """Returns one epoch of shuffled token-budget training batches (repeat it yourself).
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where an input pipeline sits: its worker and the replicas that share its batches.
 
-    Each epoch holds every pair that fits the positions exactly once, in a new seeded
-    order (the same sequence of orders for the same seed).
+    Attributes:
+        num_workers: input pipelines (workers) in the run.
+        worker: this pipeline's worker index.
+        replicas_per_worker: replicas fed by each worker's pipeline.
+    """
+
+    num_workers: int = 1
+    worker: int = 0
+    replicas_per_worker: int = 1
+
+    @classmethod
+    def of(cls, input_context: tf.distribute.InputContext | None) -> "Placement":
+        """Returns the placement of `input_context` (None: one worker, one replica)."""
+        if input_context is None:
+            return cls()
+        return cls(
+            num_workers=input_context.num_input_pipelines,
+            worker=input_context.input_pipeline_id,
+            replicas_per_worker=input_context.num_replicas_in_sync
+            // input_context.num_input_pipelines,
+        )
+
+
+class TrainingData:
+    """The training split's shards, batched under a token budget, for a whole run.
 
     Args:
-        source_path: prepared source text, one sentence per line (`PreparedData.split_paths`).
-        target_path: prepared target text, aligned with `source_path`.
-        tokenizer: the `Tokenizer` of the data directory's SentencePiece model.
-        max_tokens: token budget per batch (per replica), padding included:
-            batch size * padded length <= max_tokens for source and target alike.
+        shard_paths: the split's TFRecord shards (`PreparedData.shard_paths("train")`).
+        index: their lengths index (`PreparedData.length_index("train")`).
+        max_tokens: token budget per batch (per replica), padding included.
         max_sentences: at most this many sentences per batch (None or 0: no cap).
-        max_source_positions: the model's source positions; pairs whose source with
-            `</s>` is longer than `max_source_positions - 2` are dropped and counted.
+        max_source_positions: the model's source positions; longer pairs are dropped.
         max_target_positions: the same for the target.
-        seed: shuffling seed.
-        shuffle_buffer_size: pairs in the shuffle buffer (default: the whole shard, up to
-            2,000,000).
+        seed: seed of every epoch's order.
+        shuffle_buffer_size: pairs permuted together, in blocks of this many (None: the
+            worker's pairs, up to 100,000: a whole-epoch shuffle on small corpora).
         batch_shuffle_buffer_size: batches shuffled after bucketing, so that the last,
             partial batches of each bucket do not all come at the end of an epoch.
         bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
-        cache_dir: directory for the tokenised cache (default: in memory).
-        num_shards: number of input pipelines (workers); each keeps every
-            `num_shards`-th pair starting at `shard_index`.
-        shard_index: this pipeline's shard.
-        input_context: from `tf.distribute.Strategy.distribute_datasets_from_function`;
-            overrides `num_shards` and `shard_index`.
-
-    Returns:
-        The batches with their `LengthStats` and bucket layout.
-    """
-    shard = shard_spec(input_context, num_shards, shard_index)
-    limits = PipelineLimits.create(
-        max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
-    )
-    tokenized = cached_tokenized_pairs(
-        source_path, target_path, tokenizer, shard, limits, evaluation=False, cache_dir=cache_dir
-    )
-    stats = count_length_stats(tokenized, limits, evaluation=False)
-    buffer_size = shuffle_buffer_size or max(1, min(stats.pairs, _MAX_SHUFFLE_BUFFER_SIZE))
-    shuffled = functools.partial(
-        _shuffled_batches, tokenized, limits, buffer_size, batch_shuffle_buffer_size
-    )
-    return BatchedDataset(
-        dataset=shuffled(seed, seed + 1, reshuffle=True),
-        stats=stats,
-        bucket_lengths=limits.bucket_lengths,
-        batch_sizes=limits.batch_sizes,
-        epoch_fn=lambda epoch: shuffled(*_epoch_seeds(seed, epoch), reshuffle=False),
-    )
-
-
-def _shuffled_batches(
-    tokenized: tf.data.Dataset,
-    limits: PipelineLimits,
-    buffer_size: int,
-    batch_shuffle_buffer_size: int,
-    example_seed: int,
-    batch_seed: int,
-    reshuffle: bool,
-) -> tf.data.Dataset:
-    """Returns the batches of `tokenized` shuffled before and after bucketing, prefetched."""
-    examples = tokenized.shuffle(buffer_size, seed=example_seed, reshuffle_each_iteration=reshuffle)
-    batches = batch_pairs(examples, limits)
-    if batch_shuffle_buffer_size > 1:
-        batches = batches.shuffle(
-            batch_shuffle_buffer_size, seed=batch_seed, reshuffle_each_iteration=reshuffle
-        )
-    return batches.prefetch(tf.data.AUTOTUNE)
-
-
-def _epoch_seeds(seed: int, epoch: int) -> tuple[int, int]:
-    """Returns the (pair, batch) shuffling seeds of `epoch`: a function of (seed, epoch)
-    alone, so that a resumed run sees the same orders as an uninterrupted one."""
-    example_seed, batch_seed = (
-        int(value) for value in np.random.SeedSequence([seed, epoch]).generate_state(2)
-    )
-    return example_seed, batch_seed
-
-
-class TrainingDatasetFn:
-    """`(epoch, input_context) -> tf.data.Dataset` of one epoch, for a trainer that asks
-    for every epoch's dataset (e.g. through `distribute_datasets_from_function`).
-
-    Each input pipeline (shard) is built once, on first use, so its tokenised cache is
-    shared by all epochs; epoch `e` comes from `BatchedDataset.epoch(e)`, an order fixed
-    by (seed, e).
 
     Example:
-        train_fn = TrainingDatasetFn(*prepared.split_paths("train"), tokenizer,
-                                     max_tokens=4000)
-        steps = train_fn.batched().stats.batches_per_epoch
-        dataset = train_fn(epoch, input_context)
+        data = TrainingData(prepared.shard_paths("train"), prepared.length_index("train"))
+        steps = data.steps_per_epoch(Placement())
+        batches = data.dataset(None, first_epoch=1)
     """
 
     def __init__(
-        self, source_path: str, target_path: str, tokenizer: Tokenizer, **kwargs: Any
+        self,
+        shard_paths: Sequence[str],
+        index: LengthIndex,
+        *,
+        max_tokens: int = 4000,
+        max_sentences: int | None = None,
+        max_source_positions: int = DEFAULT_MAX_POSITIONS,
+        max_target_positions: int = DEFAULT_MAX_POSITIONS,
+        seed: int = 1,
+        shuffle_buffer_size: int | None = None,
+        batch_shuffle_buffer_size: int = 64,
+        bucket_lengths: Sequence[int] | None = None,
     ) -> None:
-        """Takes the arguments of `make_training_dataset` (except the sharding ones)."""
-        for name in ("num_shards", "shard_index", "input_context"):
-            if name in kwargs:
-                raise ValueError(f"{name} comes from the input context of each call.")
-        self._arguments = (source_path, target_path, tokenizer)
-        self._kwargs = kwargs
-        self._pipelines: dict[tuple[int, int], BatchedDataset] = {}
-
-    def batched(self, input_context: tf.distribute.InputContext | None = None) -> BatchedDataset:
-        """Returns (building it the first time) the pipeline of `input_context`'s shard."""
-        shard = shard_spec(input_context, 1, 0)
-        if shard not in self._pipelines:
-            self._pipelines[shard] = make_training_dataset(
-                *self._arguments, num_shards=shard[0], shard_index=shard[1], **self._kwargs
+        if len(shard_paths) != index.num_shards:
+            raise ValueError(
+                f"{len(shard_paths)} shard paths for a lengths index of {index.num_shards}."
             )
-        return self._pipelines[shard]
+        self.shard_paths = tuple(shard_paths)
+        self.index = index
+        self.limits = PipelineLimits.create(
+            max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
+        )
+        self.seed = seed
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.batch_shuffle_buffer_size = batch_shuffle_buffer_size
 
-    def __call__(
-        self, epoch: int, input_context: tf.distribute.InputContext | None = None
+    def worker_shards(self, placement: Placement) -> list[int]:
+        """Returns the shards `placement`'s worker reads (whole files, disjoint).
+
+        Raises:
+            ValueError: if there are fewer shards than workers.
+        """
+        if self.index.num_shards < placement.num_workers:
+            raise ValueError(
+                f"{placement.num_workers} workers need at least as many training shards; "
+                f"the data has {self.index.num_shards} (prepare it with "
+                f"`num_shards={placement.num_workers}` or more)."
+            )
+        return list(range(placement.worker, self.index.num_shards, placement.num_workers))
+
+    def stats(self, placement: Placement | None = None) -> LengthStats:
+        """Returns what the limits do to the whole split, or to `placement`'s worker."""
+        if placement is None:
+            shards = list(range(self.index.num_shards))
+        else:
+            shards = self.worker_shards(placement)
+        return index_length_stats(self.index, shards, self.limits, evaluation=False)
+
+    def steps_per_epoch(self, placement: Placement) -> int:
+        """Returns the steps of one epoch: those of the worker with the most batches."""
+        most = max(
+            self.stats(dataclasses.replace(placement, worker=worker)).batches_per_epoch
+            for worker in range(placement.num_workers)
+        )
+        return -(-most // placement.replicas_per_worker)
+
+    def dataset(
+        self,
+        input_context: tf.distribute.InputContext | None,
+        first_epoch: int = 1,
+        skip: int = 0,
     ) -> tf.data.Dataset:
-        return self.batched(input_context).epoch(epoch)
+        """Returns this worker's batches from epoch `first_epoch` on, past its first `skip`.
+
+        Each epoch is `steps_per_epoch * replicas_per_worker` batches long (real ones,
+        then empty ones); its order is a function of (seed, epoch) alone.
+        """
+        placement = Placement.of(input_context)
+        files = [self.shard_paths[i] for i in self.worker_shards(placement)]
+        epoch_length = self.steps_per_epoch(placement) * placement.replicas_per_worker
+        buffer_size = self.shuffle_buffer_size or max(
+            1, min(self.stats(placement).pairs, DEFAULT_SHUFFLE_BUFFER_SIZE)
+        )
+
+        def epoch_batches(epoch):
+            batches = self._epoch_batches(files, epoch, buffer_size)
+            batches = batches.concatenate(_empty_batches(batches.element_spec))
+            batches = batches.take(epoch_length)
+            return batches.skip(tf.where(epoch == first_epoch, tf.constant(skip, tf.int64), 0))
+
+        epochs = tf.data.Dataset.range(first_epoch, first_epoch + _MAX_EPOCHS)
+        return epochs.flat_map(epoch_batches).prefetch(tf.data.AUTOTUNE)
+
+    def _epoch_batches(
+        self, files: list[str], epoch: tf.Tensor, buffer_size: int
+    ) -> tf.data.Dataset:
+        """Returns one epoch's batches of `files`, in an order fixed by (seed, epoch).
+
+        The shards' order and the records within each block of `buffer_size` are
+        permuted by stateless ops seeded in-graph with (seed, epoch): `Dataset.shuffle`
+        takes a seed tensor only while no global seed is 0, so it gets a fixed one here
+        (its input differs every epoch, so its output does too).
+        """
+        seed = tf.constant(self.seed, tf.int64)
+        shard_order = tf.random.experimental.stateless_shuffle(
+            tf.constant(files), seed=tf.stack([seed, epoch])
+        )
+
+        def permute_block(block_index, block):
+            block_seed = tf.stack([seed * 1_000_003 + epoch, block_index])
+            return tf.random.experimental.stateless_shuffle(block, seed=block_seed)
+
+        serialized = record_stream(tf.data.Dataset.from_tensor_slices(shard_order))
+        serialized = serialized.batch(buffer_size).enumerate().map(permute_block).unbatch()
+        batches = batch_pairs(parse_records(serialized, self.limits, evaluation=False), self.limits)
+        if self.batch_shuffle_buffer_size > 1:
+            batches = batches.shuffle(
+                self.batch_shuffle_buffer_size,
+                seed=self.seed,
+                reshuffle_each_iteration=False,
+            )
+        return batches
+
+
+def _empty_batches(element_spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:
+    """Returns endless batches that train nothing: one sentence, `</s>` as its source
+    (an all-`<pad>` source would leave attention nothing to attend to) and `<pad>` as
+    its target, so they count no tokens and add nothing to the loss or gradient."""
+    batch = {}
+    for key, spec in element_spec.items():
+        if key == records.SOURCE:
+            batch[key] = tf.fill([1, 1], tf.constant(vocabulary.EOS_ID, spec.dtype))
+        elif key == records.INDEX:
+            batch[key] = tf.constant([-1], spec.dtype)
+        else:
+            batch[key] = tf.fill([1, 1], tf.constant(vocabulary.PAD_ID, spec.dtype))
+    return tf.data.Dataset.from_tensors(batch).repeat()

@@ -1,0 +1,122 @@
+"""The lengths index of a prepared split: how many pairs of each length each shard holds.
+
+For every shard it keeps a sparse 2-D histogram: (source length, target length) -> pairs,
+lengths counted with `</s>`. That is all batching needs to know in advance (what the
+length limits drop, how many batches a bucket makes, how many an epoch has on each
+worker), and its size depends on the spread of lengths, not on the number of pairs: a
+training run reads it instead of counting through the corpus at every start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+FILE_SUFFIX = ".lengths.npz"
+
+
+def shard_file_name(split: str, shard: int, num_shards: int) -> str:
+    """Returns the file name of shard `shard` of `num_shards` of `split`."""
+    return f"{split}-{shard:05d}-of-{num_shards:05d}.tfrecord"
+
+
+def index_file_name(split: str) -> str:
+    """Returns the file name of `split`'s lengths index."""
+    return split + FILE_SUFFIX
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthIndex:
+    """Per-shard length histograms of one split.
+
+    Attributes:
+        files: the shards' file names, in shard order (relative to the data directory).
+        shard: [K] int32, the shard of each histogram row.
+        source_length: [K] int32, source length with `</s>`.
+        target_length: [K] int32, target length with `</s>`.
+        count: [K] int64, pairs of that shard with those lengths.
+
+    Example:
+        index = LengthIndex.load(os.path.join(data_dir, "train.lengths.npz"))
+        index.pairs_per_shard()  # [num_shards]
+    """
+
+    files: tuple[str, ...]
+    shard: np.ndarray
+    source_length: np.ndarray
+    target_length: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def from_histograms(
+        cls, files: Sequence[str], histograms: Sequence[dict[tuple[int, int], int]]
+    ) -> LengthIndex:
+        """Builds the index from one {(source length, target length): pairs} per shard."""
+        rows = [
+            (shard, source, target, count)
+            for shard, histogram in enumerate(histograms)
+            for (source, target), count in sorted(histogram.items())
+        ]
+        table = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+        return cls(
+            files=tuple(files),
+            shard=table[:, 0].astype(np.int32),
+            source_length=table[:, 1].astype(np.int32),
+            target_length=table[:, 2].astype(np.int32),
+            count=table[:, 3],
+        )
+
+    @classmethod
+    def load(cls, path: str) -> LengthIndex:
+        """Reads an index written by `save`.
+
+        Raises:
+            FileNotFoundError: `path` does not exist (the split was not prepared as shards).
+        """
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path} not found: the data directory has no shards of this split; run "
+                "`prepare_data` on it (it writes them, keeping the BPE model and text)."
+            )
+        with np.load(path, allow_pickle=False) as arrays:
+            return cls(
+                files=tuple(str(name) for name in arrays["files"]),
+                shard=arrays["shard"],
+                source_length=arrays["source_length"],
+                target_length=arrays["target_length"],
+                count=arrays["count"],
+            )
+
+    def save(self, path: str) -> None:
+        """Writes the index through a temporary name, renamed once complete."""
+        temporary = path + ".tmp.npz"
+        np.savez(
+            temporary,
+            files=np.asarray(self.files, dtype=str),
+            shard=self.shard,
+            source_length=self.source_length,
+            target_length=self.target_length,
+            count=self.count,
+        )
+        os.replace(temporary, path)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.files)
+
+    @property
+    def pairs(self) -> int:
+        return int(self.count.sum())
+
+    def pairs_per_shard(self) -> np.ndarray:
+        """Returns [num_shards] int64: the pairs in each shard."""
+        return np.bincount(self.shard, weights=self.count, minlength=self.num_shards).astype(
+            np.int64
+        )
+
+    def rows_of(self, shards: Sequence[int]) -> np.ndarray:
+        """Returns a boolean mask of the histogram rows of `shards`."""
+        return np.isin(self.shard, np.asarray(list(shards), dtype=np.int32))

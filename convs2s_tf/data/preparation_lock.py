@@ -1,0 +1,439 @@
+"""One preparer per data directory: a lock file that processes on several hosts agree on.
+
+Training workers started together (several hosts, one data directory on a shared
+filesystem such as NFS) all ask for their data to be prepared. Exactly one must prepare;
+the others wait for it, then reuse its outputs. `prepare_once` does that, holding a
+`PreparationLock`: the file `DATA_DIR/prepare.lock`.
+
+The lock uses only operations that are atomic on local filesystems and on NFS (v3 and
+later): exclusive creation (`O_CREAT | O_EXCL`), rename and unlink. `fcntl` and `flock`
+locks are not used: on NFS they depend on a lock manager that is often missing or
+misconfigured (some mounts make them silently host-local), and a lost host can leave
+them held until an administrator steps in.
+
+A holder that dies (SIGKILL, host lost) leaves its file behind. The file is *stale*, and
+the next caller takes it over, when
+
+- it was written on this host (same hostname and PID namespace) by a process that is
+  gone; or
+- its heartbeat stopped: while holding, a thread touches the file (its mtime) every
+  `heartbeat_seconds`; a file untouched for `stale_seconds` is stale, judged both by
+  this host's clock and by how long the waiter has seen the same mtime (which holds
+  even if this host's clock is behind the file server's).
+
+Two contenders must never both take over one stale file: each would then remove the
+other's fresh lock. So taking over a stale lock first claims it, by exclusively
+creating `prepare.lock.break.<ID>` (ID names that one lock file); only the claimant,
+after checking that the lock file is still the stale one, renames it to a unique
+`prepare.lock.stale.<UUID>` and removes it, then creates its own lock like any caller.
+Files left by a contender that died midway are removed once they are `stale_seconds`
+old, so nothing ever needs deleting by hand.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from absl import logging
+
+__all__ = ["LOCK_FILE", "PreparationLock", "prepare_once"]
+
+LOCK_FILE = "prepare.lock"
+_BREAK_PREFIX = LOCK_FILE + ".break."
+_STALE_PREFIX = LOCK_FILE + ".stale."
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Holder:
+    """What a lock file says about its holder, and when it was last touched.
+
+    Attributes:
+        instance: Identifies this one lock file: its token, or its inode if the file is
+            not (yet, or not wholly) written.
+        host, pid, pid_namespace: Where the holder runs ("?", 0, "" if unknown).
+        mtime: Time of the last heartbeat (the file's mtime).
+        mtime_ns: The same, in nanoseconds (compared exactly).
+    """
+
+    instance: str
+    host: str
+    pid: int
+    pid_namespace: str
+    mtime: float
+    mtime_ns: int
+
+    def describe(self, now: float) -> str:
+        return f"{self.host} pid {self.pid} (heartbeat {now - self.mtime:.1f} s ago)"
+
+
+def _read_holder(path: str) -> _Holder | None:
+    """The holder of the lock file `path`, or None if there is no such file."""
+    try:
+        # Opening the file (not only stat-ing its path) makes an NFS client revalidate
+        # its cached attributes, so that the mtime is the server's current one.
+        with open(path, "rb") as file:
+            status = os.fstat(file.fileno())
+            content = file.read()
+    except FileNotFoundError:
+        return None
+    try:
+        fields = json.loads(content)
+    except ValueError:  # Being written, or cut short by a crash.
+        fields = None
+    if not isinstance(fields, dict):
+        fields = {}
+    token, pid = fields.get("token"), fields.get("pid")
+    return _Holder(
+        instance=(
+            token
+            if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{32}", token)
+            else f"inode-{status.st_ino}"
+        ),
+        host=str(fields.get("host", "?")),
+        pid=pid if isinstance(pid, int) else 0,
+        pid_namespace=str(fields.get("pid_namespace", "")),
+        mtime=status.st_mtime,
+        mtime_ns=status.st_mtime_ns,
+    )
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]" on Linux; "" elsewhere).
+
+    Containers on one host may share a hostname; their pids are only comparable within
+    one namespace.
+    """
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, under another user.
+        return True
+    return True
+
+
+def _create_exclusively(path: str, content: bytes = b"") -> bool:
+    """Creates `path` holding `content`; returns False if it exists already."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        try:
+            os.write(descriptor, content)
+        finally:
+            os.close(descriptor)
+    except BaseException:
+        _remove(path)
+        raise
+    return True
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+class PreparationLock:
+    """Exclusive right to prepare `data_dir`, for processes on any host sharing it.
+
+    `acquire` creates `DATA_DIR/prepare.lock`, holding the JSON fields `host`, `pid`,
+    `pid_namespace`, `token` and `started`; the file's mtime is the heartbeat, renewed
+    by a daemon thread until `release` removes the file. While another process holds the
+    lock, `acquire` waits (logging once which holder it waits for), taking over a stale
+    lock (see the module docstring; one warning names its holder), and gives up as soon
+    as `is_done()` says that the data is ready.
+
+    Args:
+        data_dir: The data directory (created if missing).
+        is_done: Called while waiting; when it returns True, `acquire` returns False
+            without the lock.
+        stale_seconds: A lock whose heartbeat is older than this is taken over. It must
+            exceed `heartbeat_seconds` plus the filesystem's attribute caching (NFS:
+            `acregmax`, 60 s by default) plus the clock skew between hosts.
+        heartbeat_seconds: Period of the holder's heartbeat.
+        poll_seconds: Period of the waiter's checks.
+        clock: Returns the time in seconds since the epoch (tests pass a fake one).
+        sleep: Waits the given number of seconds (tests pass a fake one).
+
+    Example:
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as data_dir:
+    ...     with PreparationLock(data_dir) as lock:
+    ...         print(lock.held, os.listdir(data_dir))
+    ...     print(lock.held, os.listdir(data_dir))
+    True ['prepare.lock']
+    False []
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        is_done: Callable[[], bool] | None = None,
+        stale_seconds: float = 120.0,
+        heartbeat_seconds: float = 10.0,
+        poll_seconds: float = 1.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not 0 < heartbeat_seconds < stale_seconds:
+            raise ValueError(
+                f"Need 0 < heartbeat_seconds < stale_seconds, got {heartbeat_seconds} and "
+                f"{stale_seconds}."
+            )
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, LOCK_FILE)
+        self._is_done = is_done
+        self._stale_seconds = stale_seconds
+        self._heartbeat_seconds = heartbeat_seconds
+        self._poll_seconds = poll_seconds
+        self._clock = clock
+        self._sleep = sleep
+        self._host = socket.gethostname()
+        self._pid_namespace = _pid_namespace()
+        self._token: str | None = None
+        self._stop_heartbeat = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._token is not None
+
+    def acquire(self) -> bool:
+        """Takes the lock, waiting while another process holds it.
+
+        Returns:
+            True once the lock is held; False if `is_done()` returned True first (the
+            lock is then not held).
+        """
+        if self.held:
+            raise RuntimeError(f"{self.path} is held by this object already.")
+        os.makedirs(self.data_dir, exist_ok=True)
+        announced: set[str] = set()
+        seen, seen_since = ("", -1), 0.0
+        while True:
+            if self._create():
+                return True
+            holder = _read_holder(self.path)
+            if holder is None:  # Released meanwhile.
+                continue
+            now = self._clock()
+            if (holder.instance, holder.mtime_ns) != seen:
+                seen, seen_since = (holder.instance, holder.mtime_ns), now
+            reason = self._stale_reason(holder, now, now - seen_since)
+            if reason is not None and self._take_over(holder, reason, now):
+                continue
+            if self._is_done is not None and self._is_done():
+                return False
+            if holder.instance not in announced:
+                announced.add(holder.instance)
+                logging.info(
+                    "Waiting for %s to prepare %s (lock %s).",
+                    holder.describe(now),
+                    self.data_dir,
+                    self.path,
+                )
+            self._sleep(self._poll_seconds)
+
+    def release(self) -> None:
+        """Stops the heartbeat and removes the lock file (if still this object's)."""
+        if self._token is None:
+            return
+        token, self._token = self._token, None
+        self._stop_heartbeat.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        holder = _read_holder(self.path)
+        if holder is not None and holder.instance == token:
+            _remove(self.path)
+        else:
+            logging.warning("%s was taken over while held by this process.", self.path)
+
+    def __enter__(self) -> "PreparationLock":
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def _create(self) -> bool:
+        """Creates the lock file and starts the heartbeat; False if the file exists."""
+        token = uuid.uuid4().hex
+        fields = {
+            "host": self._host,
+            "pid": os.getpid(),
+            "pid_namespace": self._pid_namespace,
+            "token": token,
+            "started": self._clock(),
+        }
+        if not _create_exclusively(self.path, json.dumps(fields).encode("utf-8")):
+            return False
+        self._token = token
+        self._stop_heartbeat = threading.Event()
+        self._heartbeat = threading.Thread(
+            target=self._beat, args=(token,), name=f"heartbeat of {self.path}", daemon=True
+        )
+        self._heartbeat.start()
+        self._remove_leftovers()
+        return True
+
+    def _beat(self, token: str) -> None:
+        """Touches the lock file every `heartbeat_seconds` while it is this object's."""
+        while not self._stop_heartbeat.wait(self._heartbeat_seconds):
+            holder = _read_holder(self.path)
+            if holder is None or holder.instance != token:
+                logging.error(
+                    "%s was taken over while held by this process (heartbeats late by more "
+                    "than %g s?); another process may be preparing too.",
+                    self.path,
+                    self._stale_seconds,
+                )
+                return
+            try:
+                os.utime(self.path)
+            except OSError as error:  # Retried at the next beat.
+                logging.warning("Heartbeat of %s failed: %s", self.path, error)
+
+    def _stale_reason(self, holder: _Holder, now: float, unchanged_for: float) -> str | None:
+        """Why `holder`'s lock is stale, or None if it is not."""
+        if (
+            (holder.host, holder.pid_namespace) == (self._host, self._pid_namespace)
+            and holder.pid > 0
+            and not _process_exists(holder.pid)
+        ):
+            return "its process is gone"
+        silence = max(now - holder.mtime, unchanged_for)
+        if silence > self._stale_seconds:
+            return f"no heartbeat for {silence:.1f} s"
+        return None
+
+    def _take_over(self, holder: _Holder, reason: str, now: float) -> bool:
+        """Removes `holder`'s stale lock file unless another contender is doing so.
+
+        Returns:
+            True if the lock file may be gone (try to create it again at once), False if
+            another contender is taking it over (wait).
+        """
+        claim = os.path.join(self.data_dir, _BREAK_PREFIX + holder.instance)
+        if not _create_exclusively(claim):
+            self._remove_if_stale(claim)  # Its contender died before removing it.
+            return False
+        try:
+            current = _read_holder(self.path)
+            if current is None or (current.instance, current.mtime_ns) != (
+                holder.instance,
+                holder.mtime_ns,
+            ):
+                return True  # Taken over, released or touched since it was read.
+            moved = os.path.join(self.data_dir, _STALE_PREFIX + uuid.uuid4().hex)
+            try:
+                os.rename(self.path, moved)
+            except FileNotFoundError:
+                return True
+            removed = _read_holder(moved)
+            if removed is not None and removed.instance != holder.instance:
+                # Replaced between the check and the rename: its holder was alive after
+                # all and released it, or another claimant stalled for stale_seconds.
+                # Put the new lock back.
+                try:
+                    os.link(moved, self.path)
+                    logging.warning(
+                        "%s was replaced while being taken over; put it back.", self.path
+                    )
+                except OSError as error:
+                    logging.error(
+                        "Could not put back %s taken over by mistake: %s", self.path, error
+                    )
+            else:
+                logging.warning(
+                    "Taking over the stale lock %s of %s: %s.",
+                    self.path,
+                    holder.describe(now),
+                    reason,
+                )
+            _remove(moved)
+            return True
+        finally:
+            _remove(claim)
+
+    def _remove_if_stale(self, path: str) -> None:
+        try:
+            age = self._clock() - os.stat(path).st_mtime
+        except FileNotFoundError:
+            return
+        if age > self._stale_seconds:
+            _remove(path)
+
+    def _remove_leftovers(self) -> None:
+        """Removes the stale claim and renamed files of contenders that died midway."""
+        for name in os.listdir(self.data_dir):
+            if name.startswith((_BREAK_PREFIX, _STALE_PREFIX)):
+                self._remove_if_stale(os.path.join(self.data_dir, name))
+
+
+def prepare_once(
+    data_dir: str,
+    is_prepared: Callable[[], bool],
+    prepare: Callable[[], T],
+    **lock_options: Any,
+) -> tuple[T | None, bool]:
+    """Runs `prepare()` unless `data_dir` is prepared, in one process of all that call it.
+
+    Checks `is_prepared()` first; if False, takes the `PreparationLock` of `data_dir`
+    (waiting for another process, or until `is_prepared()` is True), checks again, and
+    prepares if still needed. The lock is released however `prepare()` ends, so after an
+    error the waiting processes try in turn.
+
+    Args:
+        data_dir: The data directory.
+        is_prepared: Whether the outputs are complete (e.g. the fingerprint matches).
+        prepare: Writes the outputs; its result is returned.
+        **lock_options: Keyword arguments of `PreparationLock` (`stale_seconds`, ...).
+
+    Returns:
+        `(prepare(), True)` if this call prepared; `(None, False)` if the data was
+        prepared already, or by another process meanwhile.
+
+    Example:
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as data_dir:
+    ...     print(prepare_once(data_dir, lambda: False, lambda: "outputs"))
+    ...     print(prepare_once(data_dir, lambda: True, lambda: "outputs"))
+    ('outputs', True)
+    (None, False)
+    """
+    if is_prepared():
+        return None, False
+    with PreparationLock(data_dir, is_done=is_prepared, **lock_options) as lock:
+        if not lock.held or is_prepared():
+            return None, False
+        return prepare(), True

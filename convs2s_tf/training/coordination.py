@@ -1,0 +1,106 @@
+"""What the workers of a run decide together: the chief's decisions, and preemption.
+
+Every worker of a multi-worker run meets the others in each step's all-reduce, so a
+decision taken by one worker alone (stop, anneal, a new best checkpoint) would leave the
+others waiting or training with another learning rate. Decisions that need the clock or
+the validation set are taken on the chief and broadcast (`Coordinator.from_chief`); a
+SIGTERM on any worker is voted through the step's own all-reduce (`PreemptionWatch`
+holds the vote), so every worker saves and stops at the same step.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+# The exit status of a run stopped by SIGTERM after saving (128 + SIGTERM, as a shell
+# reports a process killed by it): schedulers that restart on failure (Kubernetes, a
+# Kubeflow TFJob's `ExitCode` policy) then restart the command, which resumes.
+PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM
+
+
+def cluster_size(strategy: tf.distribute.Strategy) -> int:
+    """Returns the workers of `strategy`'s cluster (1 outside multi-worker training)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    spec = resolver.cluster_spec().as_dict()
+    return max(1, len(spec.get("chief", [])) + len(spec.get("worker", [])))
+
+
+class Coordinator:
+    """Broadcasts the chief's values to every worker of `strategy` (a no-op on one).
+
+    Args:
+        strategy: the run's strategy.
+
+    Example:
+        coordinator = Coordinator(strategy)
+        loss, stop = coordinator.from_chief([loss_on_chief, stop_on_chief])
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy) -> None:
+        self.strategy = strategy
+        self.multi_worker = cluster_size(strategy) > 1
+        self._broadcast = tf.function(
+            self._broadcast_fn, input_signature=[tf.TensorSpec([None], tf.float64)]
+        )
+
+    def from_chief(self, values: Sequence[float]) -> np.ndarray:
+        """Returns the chief's `values` on every worker (what others pass is ignored)."""
+        array = np.asarray(values, np.float64)
+        if not self.multi_worker:
+            return array
+        return self._broadcast(tf.constant(array)).numpy()
+
+    def _broadcast_fn(self, values):
+        def keep_on_first_replica(values):
+            # Replica 0 of the sync group lives on the chief (worker 0).
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            return values * tf.cast(tf.equal(replica, 0), tf.float64)
+
+        per_replica = self.strategy.run(keep_on_first_replica, args=(values,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+
+class PreemptionWatch:
+    """Turns SIGTERM into a vote that the training step all-reduces with its loss.
+
+    While installed (a context manager, main thread only), SIGTERM sets `requested`; the
+    trainer then sets `vote` (a variable every replica reads in its step), so the next
+    step's reduced sums tell every worker that one of them must stop.
+
+    Example:
+        with PreemptionWatch() as watch:
+            ...  # before each step: watch.update_vote(); after it: read the sums
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.vote = tf.Variable(0.0, trainable=False, name="preemption_vote")
+        # The handler SIGTERM had before (None: not installed).
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def update_vote(self) -> None:
+        """Raises this worker's vote once SIGTERM has arrived."""
+        if self.requested and not self.vote.numpy():
+            self.vote.assign(1.0)
+
+    def __enter__(self) -> PreemptionWatch:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None

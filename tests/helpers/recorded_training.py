@@ -1,0 +1,60 @@
+"""Subprocess: `pipelines.train` that records which pairs every step trained on.
+
+Usage: python -m tests.helpers.recorded_training RECORD.jsonl [pipelines.train flags]
+
+Appends one JSON line per step to RECORD.jsonl (flushed, so a killed run leaves every
+step it finished): the step counter after it, the epoch and the "index" of every real
+pair in the step's batches on this worker (empty batches have -1 and are left out); and
+one line per checkpoint save this process wrote.
+"""
+
+import json
+import sys
+
+from convs2s_tf.training import checkpointing, trainer
+from pipelines import cli
+from pipelines import train as train_pipeline
+
+
+def main():
+    record_path = sys.argv.pop(1)
+    record = open(record_path, "a", buffering=1)
+    build_steps = trainer.Trainer._build_steps
+
+    def recording_build_steps(self, element_spec):
+        build_steps(self, element_spec)
+        step = self._train_step
+
+        def recorded_step(batch):
+            result = step(batch)
+            indices = [
+                int(i)
+                for local in self.strategy.experimental_local_results(batch["index"])
+                for i in local.numpy()
+                if i >= 0
+            ]
+            line = {
+                "step": int(self.state.step.numpy()),
+                "epoch": int(self.state.epoch.numpy()) + 1,
+                "indices": indices,
+                "learning_rate": float(self.state.learning_rate.numpy()),
+            }
+            record.write(json.dumps(line) + "\n")
+            return result
+
+        self._train_step = recorded_step
+
+    save = checkpointing.TrainingCheckpoints.save
+
+    def recorded_save(self, *args, **kwargs):
+        path = save(self, *args, **kwargs)
+        record.write(json.dumps({"saved": path}) + "\n")
+        return path
+
+    trainer.Trainer._build_steps = recording_build_steps
+    checkpointing.TrainingCheckpoints.save = recorded_save
+    cli.run(train_pipeline.main)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Multi-worker training on loopback, as two hosts sharing a filesystem: 2 workers x 2
+CPU replicas, one data directory and one run directory, started at once.
+
+Each worker runs the real `pipelines.train` through `tests.helpers.recorded_training`,
+which records the "index" (line in the prepared text) of every pair each step trained
+on, and every checkpoint the process wrote.
+"""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
+from helpers.subprocesses import ROOT, free_ports, subprocess_env
+
+from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
+
+WORKERS = 2
+
+
+def worker_command(tmp_path, small_corpus, index, extra):
+    return [
+        sys.executable,
+        "-m",
+        "tests.helpers.recorded_training",
+        str(tmp_path / f"record_{index}.jsonl"),
+        *local_corpus_flags(small_corpus),
+        *TINY_MODEL_FLAGS,
+        f"--data_dir={tmp_path / 'data'}",
+        f"--model_dir={tmp_path / 'run'}",
+        "--num_shards=8",
+        "--strategy=multi_worker",
+        "--cpu_replicas=2",
+        "--max_tokens=120",
+        "--training_dtype=float32",
+        "--valid_beam_size=0",
+        "--test_beam_size=0",
+        "--progress_bar=false",
+        "--save_every_steps=3",
+        *extra,
+    ]
+
+
+def start_workers(tmp_path, small_corpus, extra):
+    ports = free_ports(WORKERS)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(WORKERS):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(
+            subprocess.Popen(
+                worker_command(tmp_path, small_corpus, index, extra),
+                cwd=ROOT,
+                env=subprocess_env(TF_CONFIG=tf_config),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return processes
+
+
+def finish(processes, timeout=400):
+    """Waits for every worker; returns [(exit status, stdout, stderr)]."""
+    results = []
+    try:
+        for process in processes:
+            stdout, stderr = process.communicate(timeout=timeout)
+            results.append((process.returncode, stdout, stderr))
+    finally:
+        for process in processes:
+            process.kill()
+    return results
+
+
+def records(tmp_path, index, since=0):
+    """The steps and saves worker `index` recorded, from line `since` on."""
+    path = tmp_path / f"record_{index}.jsonl"
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()[since:]
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def steps(tmp_path, index, since=0):
+    return [line for line in records(tmp_path, index, since) if "step" in line]
+
+
+def wait_until(condition, processes, timeout=300):
+    deadline = time.time() + timeout
+    while not condition():
+        for process in processes:
+            if process.poll() is not None:
+                raise AssertionError(f"a worker exited early: {process.communicate()[1][-3000:]}")
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def expected_indices(tmp_path):
+    summary = json.loads((tmp_path / "data" / "summary.json").read_text())
+    return list(range(summary["splits"]["train"]["pairs_kept"]))
+
+
+def epoch_indices(step_records):
+    by_epoch = collections.defaultdict(collections.Counter)
+    for line in step_records:
+        by_epoch[line["epoch"]].update(line["indices"])
+    return by_epoch
+
+
+def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, small_corpus):
+    results = finish(start_workers(tmp_path, small_corpus, ["--max_epochs=2"]))
+    for status, _, stderr in results:
+        assert status == 0, stderr[-3000:]
+    # Both started over an unprepared directory: one prepared it, the other waited.
+    assert sum("Prepared " in stdout for _, stdout, _ in results) == 1
+    assert not list((tmp_path / "data").glob("*lock*"))
+    expected = collections.Counter(expected_indices(tmp_path))
+    seen = epoch_indices(steps(tmp_path, 0) + steps(tmp_path, 1))
+    assert sorted(seen) == [1, 2]
+    for epoch in (1, 2):
+        assert seen[epoch] == expected  # every pair exactly once, across workers and replicas
+    # Both workers took the same steps, with the same learning rate; only the chief wrote.
+    assert [s["step"] for s in steps(tmp_path, 0)] == [s["step"] for s in steps(tmp_path, 1)]
+    assert [line for line in records(tmp_path, 1) if "saved" in line] == []
+    assert [line for line in records(tmp_path, 0) if "saved" in line]
+    assert not [name for name in os.listdir(tmp_path / "run") if name.startswith("worker")]
+
+
+def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_corpus):
+    extra = ["--max_epochs=1"]
+    # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
+    processes = start_workers(tmp_path, small_corpus, extra)
+    wait_until(lambda: len(steps(tmp_path, 0)) >= 8, processes)
+    for process in processes:
+        process.send_signal(signal.SIGKILL)
+    finish(processes)
+    killed = [steps(tmp_path, i) for i in range(WORKERS)]
+    since = [len(records(tmp_path, i)) for i in range(WORKERS)]
+    # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
+    processes = start_workers(tmp_path, small_corpus, extra)
+    wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 4, processes)
+    processes[1].send_signal(signal.SIGTERM)
+    preempted = finish(processes)
+    for status, _, stderr in preempted:
+        assert status == PREEMPTED_EXIT_STATUS, stderr[-3000:]
+    assert "Stopped by SIGTERM" in preempted[0][1]
+    restarted = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]
+    resumed_at = restarted[0][0]["step"] - 1
+    assert resumed_at % 3 == 0 and resumed_at < killed[0][-1]["step"]
+    assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
+    since = [len(records(tmp_path, i)) for i in range(WORKERS)]
+    # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
+    results = finish(start_workers(tmp_path, small_corpus, extra))
+    for status, stdout, stderr in results:
+        assert status == 0, stderr[-3000:]
+    final = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]
+    assert final[0][0]["step"] == restarted[0][-1]["step"] + 1  # nothing lost, nothing replayed
+    trained = [
+        line
+        for i in range(WORKERS)
+        for line in [s for s in killed[i] if s["step"] <= resumed_at] + restarted[i] + final[i]
+    ]
+    assert epoch_indices(trained)[1] == collections.Counter(expected_indices(tmp_path))
+
+
+def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_path):
+    """Worker 1's validation loss and clock disagree with the chief's; every decision
+    (anneal, best, time limit, cooldown) is still the chief's, on both workers."""
+    ports = free_ports(WORKERS)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(WORKERS):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.helpers.multi_worker_train",
+                    str(tmp_path / "run"),
+                    str(tmp_path / f"weights_{index}.npz"),
+                ],
+                cwd=ROOT,
+                env=subprocess_env(TF_CONFIG=tf_config),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = []
+    for status, stdout, stderr in finish(processes, timeout=300):
+        assert status == 0, stderr[-3000:]
+        outputs.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert outputs[0]["decisions"] == outputs[1]["decisions"]
+    assert outputs[0]["stop_reason"] == outputs[1]["stop_reason"] == "reached the time limit"
+    # The chief's clock: the cooldown (0.25 -> 0.025) from its second epoch end, the
+    # time limit at its third; worker 1's clock says both at once and is not asked.
+    rates = [decision["learning_rate"] for decision in outputs[0]["decisions"]]
+    assert rates[0] == 0.25 and rates[-1] <= 0.025 and len(rates) == 3
+    assert outputs[1]["conditions_checked"] == 0
+    weights = [np.load(tmp_path / f"weights_{index}.npz") for index in range(WORKERS)]
+    for name in weights[0].files:
+        np.testing.assert_array_equal(weights[0][name], weights[1][name])
