@@ -10,8 +10,9 @@ batches of each bucket come from the lengths index.
 
 One iterator serves the whole run: epochs follow each other inside one dataset
 (`Dataset.range(...).flat_map`), each shuffled by seeds computed in-graph from
-(seed, epoch), so no iterator is deleted at an epoch end (see
-docs/input-pipeline-notes.md) and a resumed run skips exactly the batches it trained.
+(seed, epoch), so no iterator is deleted at an epoch end and a resumed run skips exactly
+the batches it trained; without tf.data's autotuning thread, the one deletion at the end
+of a run does not wait either (docs/input-pipeline-notes.md).
 """
 
 import dataclasses
@@ -30,6 +31,8 @@ from convs2s_tf.data.pipeline.record_pairs import parse_records, record_stream
 # The default shuffle block: the worker's pairs, up to this many (the shards are
 # shuffled globally when prepared, so a block only has to mix a few shards again).
 DEFAULT_SHUFFLE_BUFFER_SIZE = 100_000
+# Batches prepared ahead of the training step.
+_PREFETCH_BATCHES = 4
 # Far more epochs than any run: the dataset ends only when the run stops reading it.
 _MAX_EPOCHS = 1_000_000
 
@@ -166,7 +169,13 @@ class TrainingData:
             return batches.skip(tf.where(epoch == first_epoch, tf.constant(skip, tf.int64), 0))
 
         epochs = tf.data.Dataset.range(first_epoch, first_epoch + _MAX_EPOCHS)
-        return epochs.flat_map(epoch_batches).prefetch(tf.data.AUTOTUNE)
+        batches = epochs.flat_map(epoch_batches).prefetch(_PREFETCH_BATCHES)
+        # No autotuning model thread: deleting an iterator joins that thread, which can
+        # sleep out up to 60 s of its period first (docs/input-pipeline-notes.md). The
+        # parallel steps then use every core and the prefetch buffer is fixed.
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return batches.with_options(options)
 
     def _epoch_batches(
         self, files: list[str], epoch: tf.Tensor, buffer_size: int
