@@ -34,8 +34,9 @@ class TrainingConfig:
         valid_bleu_sentences: Validation sentences decoded for BLEU (0: all).
         attention_sentences: Fixed validation sentences whose attention is plotted.
         sample_sentences: Validation translations shown next to references.
-        dtype: Compute dtype, "float32" or "bfloat16" (bfloat16 matrix products with
-            float32 variables and loss).
+        dtype: Compute dtype: "float32", "bfloat16" (bfloat16 matrix products with
+            float32 variables and loss) or "float16" (the same in float16, with dynamic
+            loss scaling: for GPUs without bfloat16).
         xla: XLA-compile the training step.
         progress_bar: Show a console progress bar.
         seed: Seed of initialisation, dropout and shuffling.
@@ -76,7 +77,10 @@ class TrainingConfig:
             (0 < self.lr_shrink < 1, "lr_shrink must be in (0, 1)"),
             (0 <= self.lr_threshold < 1, "lr_threshold must be in [0, 1)"),
             (self.lr_patience >= 0, "lr_patience must be >= 0"),
-            (self.dtype in ("float32", "bfloat16"), "dtype must be float32 or bfloat16"),
+            (
+                self.dtype in ("float32", "bfloat16", "float16"),
+                "dtype must be float32, bfloat16 or float16",
+            ),
             (self.min_learning_rate >= 0, "min_learning_rate must be >= 0"),
             (
                 self.min_learning_rate < self.learning_rate,

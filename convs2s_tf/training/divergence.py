@@ -35,6 +35,10 @@ class DivergenceGuard:
         if bool(result["applied"]):
             self.nonfinite_in_a_row = 0
             return
+        if float(result.get("loss_scale", 1.0)) > 1.0:
+            # float16: an overflow of the scaled gradients; the loss scale was halved.
+            logging.info("Step %d: gradients overflowed; update skipped, loss scale halved.", step)
+            return
         self.nonfinite_in_a_row += 1
         logging.warning(
             "Step %d: loss %s, gradient norm %s is not finite; update skipped (%d in a row).",

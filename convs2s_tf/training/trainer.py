@@ -17,6 +17,7 @@ from convs2s_tf.training.checkpointing import TrainingCheckpoints
 from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, cluster_size
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.fused_sgd import FusedSGD
+from convs2s_tf.training.loss_scaling import DynamicLossScale
 from convs2s_tf.training.losses import batch_loss_sums
 from convs2s_tf.training.plateau import (
     PlateauSchedule,
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from convs2s_tf.training.config import TrainingConfig
 
 _SUM = tf.distribute.ReduceOp.SUM
+# The Keras precision policy of each `TrainingConfig.dtype`.
+_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
 # Why training stopped when a SIGTERM asked it to (the pipelines exit with
@@ -105,8 +108,7 @@ class Trainer:
         )
         self.coordinator = Coordinator(strategy)
         self.preemption = PreemptionWatch()
-        if config.dtype == "bfloat16":
-            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        keras.mixed_precision.set_global_policy(_POLICIES[config.dtype])
         keras.utils.set_random_seed(config.seed)
         with strategy.scope():
             self.model = model_fn()
@@ -115,7 +117,13 @@ class Trainer:
                 learning_rate=config.learning_rate, momentum=config.momentum, nesterov=True
             )
             # Keras 3 creates slots lazily; they must exist before the first traced step.
-            self.optimizer.build(self.model.trainable_variables)
+            self.loss_scale = (
+                DynamicLossScale(self.optimizer) if config.dtype == "float16" else None
+            )
+            if self.loss_scale is not None:
+                self.loss_scale.build(self.model.trainable_variables)
+            else:
+                self.optimizer.build(self.model.trainable_variables)
             self.state = TrainingState(config.learning_rate)
             self.schedule = PlateauSchedule(
                 config.lr_shrink, config.lr_threshold, config.lr_patience
@@ -173,7 +181,9 @@ class Trainer:
                 # An XLA-compiled step needs shapes known when it compiles.
                 static_shapes=self.config.xla,
             )
-        gradients = tape.gradient(loss_sum, self.model.trainable_variables)
+            # float16: the gradients of the scaled loss, unscaled in `_apply`.
+            scaled = loss_sum if self.loss_scale is None else self.loss_scale.scale_loss(loss_sum)
+        gradients = tape.gradient(scaled, self.model.trainable_variables)
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         # The 4th sum counts the replicas whose worker was asked to stop (SIGTERM): the
         # step's own all-reduce tells every worker, at no extra cost.
@@ -187,10 +197,12 @@ class Trainer:
 
     def _apply(self, gradients, sums):
         tokens = tf.maximum(sums[2], 1.0)
-        # The per-token mean and the clipping to `clip_norm` in one scale (one pass over
-        # each gradient): `g / tokens * min(1, clip_norm / ||g / tokens||)`.
-        gradient_norm = tf.linalg.global_norm(gradients) / tokens
-        scale = 1.0 / tokens
+        # The per-token mean, the loss scale (float16) and the clipping to `clip_norm`
+        # in one scale (one pass over each gradient):
+        # `g / (tokens * loss_scale) * min(1, clip_norm / ||g / (tokens * loss_scale)||)`.
+        loss_scale = 1.0 if self.loss_scale is None else tf.identity(self.loss_scale.scale)
+        gradient_norm = tf.linalg.global_norm(gradients) / (tokens * loss_scale)
+        scale = 1.0 / (tokens * loss_scale)
         if self.config.clip_norm:
             scale *= tf.minimum(1.0, self.config.clip_norm / gradient_norm)
         gradients = [g * scale for g in gradients]
@@ -201,8 +213,11 @@ class Trainer:
             return tf.constant(True)
 
         applied = tf.cond(finite, apply, lambda: tf.constant(False))
+        if self.loss_scale is not None:
+            self.loss_scale.update(finite)
         self.state.step.assign_add(1)
         return {
+            "loss_scale": loss_scale,
             "loss": sums[0] / tokens,
             "nll": sums[1] / tokens,
             "tokens": sums[2],

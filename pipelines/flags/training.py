@@ -77,7 +77,11 @@ def define_training_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         default = getattr(defaults, field)
         if field == "dtype":
             flags.DEFINE_enum(
-                flag, default, ["float32", "bfloat16"], help_text, flag_values=flag_values
+                flag,
+                default,
+                ["float32", "bfloat16", "float16"],
+                help_text,
+                flag_values=flag_values,
             )
         else:
             _DEFINE[type(default)](flag, default, help_text, flag_values=flag_values)
@@ -125,7 +129,8 @@ _TRAINING_FLAGS = (
         "training_dtype",
         "dtype",
         "Training compute dtype: bfloat16 runs the matrix products in "
-        "bfloat16 (variables and loss stay float32).",
+        "bfloat16 (variables and loss stay float32); float16 does the same in float16 with "
+        "dynamic loss scaling (GPUs without bfloat16: V100, T4).",
     ),
     ("xla_train", "xla", "XLA-compile the training step."),
     ("progress_bar", "progress_bar", "Show a progress bar on the console."),
