@@ -3,9 +3,9 @@
     python -m benchmarks.input_pipeline [--flagfile=configs/multi30k_en_de.cfg] \
         [--benchmark_epochs=5]
 
-Prepares the data if needed (a no-op once done), builds the training pipeline (which
-tokenises and caches the corpus), runs one warm-up epoch, then times full epochs as a
-trainer consumes them (`BatchedDataset.epoch(e)`), counting non-padding target tokens.
+Prepares the data if needed (a no-op once done), builds the training pipeline over the
+prepared shards, runs one warm-up epoch, then times full epochs as a trainer consumes
+them (one iterator for every epoch), counting non-padding target tokens.
 Ends with one JSON line of its figures. Run it from the repository root (the flagfile's
 --data_dir is relative to it); without --flagfile it uses configs/multi30k_en_de.cfg.
 """
@@ -19,9 +19,8 @@ import numpy as np
 from absl import app, flags
 
 from convs2s_tf import vocabulary
-from convs2s_tf.data.pipeline import make_training_dataset
+from convs2s_tf.data.pipeline import Placement, TrainingData
 from convs2s_tf.data.prepare import prepare_data
-from convs2s_tf.data.tokenizer import Tokenizer
 from pipelines import flags as pipeline_flags
 
 FLAGS = pipeline_flags.FLAGS
@@ -40,31 +39,33 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     setup_start = time.perf_counter()
     prepared = prepare_data(pipeline_flags.prepare_config_from_flags()).data
-    tokenizer = Tokenizer(prepared.sentencepiece_model_path)
-    batched = make_training_dataset(
-        *prepared.split_paths("train"),
-        tokenizer,
+    training_data = TrainingData(
+        prepared.shard_paths("train"),
+        prepared.length_index("train"),
         **pipeline_flags.training_dataset_kwargs(),
     )
+    stats = training_data.stats()
+    steps = training_data.steps_per_epoch(Placement())
+    iterator = iter(training_data.dataset(None))
     setup_seconds = time.perf_counter() - setup_start
-    print(f"setup (prepare check, tokenise, cache, count): {setup_seconds:.2f} s; {batched.stats}")
+    print(f"setup (prepare check, lengths index): {setup_seconds:.2f} s; {stats}")
 
     def run_epoch(epoch: int) -> tuple[int, int, float]:
         start = time.perf_counter()
-        batches = target_tokens = 0
-        for batch in batched.epoch(epoch):
-            batches += 1
+        target_tokens = 0
+        for _ in range(steps):
+            batch = next(iterator)
             target_tokens += int(np.count_nonzero(batch["target"].numpy() != vocabulary.PAD_ID))
-        return batches, target_tokens, time.perf_counter() - start
+        return steps, target_tokens, time.perf_counter() - start
 
     batches, tokens, seconds = run_epoch(0)
     print(f"warm-up epoch: {batches} batches, {tokens} target tokens, {seconds:.3f} s")
     total_tokens, total_seconds = 0, 0.0
     for epoch in range(1, FLAGS.benchmark_epochs + 1):
         batches, tokens, seconds = run_epoch(epoch)
-        if tokens != batched.stats.target_tokens:
+        if tokens != stats.target_tokens:
             raise AssertionError(
-                f"epoch {epoch} had {tokens} target tokens, expected {batched.stats.target_tokens}"
+                f"epoch {epoch} had {tokens} target tokens, expected {stats.target_tokens}"
             )
         total_tokens += tokens
         total_seconds += seconds
@@ -74,8 +75,8 @@ def main(argv):
             {
                 "target_tokens_per_sec": round(total_tokens / total_seconds),
                 "epochs": FLAGS.benchmark_epochs,
-                "target_tokens_per_epoch": batched.stats.target_tokens,
-                "batches_per_epoch": batched.stats.batches_per_epoch,
+                "target_tokens_per_epoch": stats.target_tokens,
+                "batches_per_epoch": stats.batches_per_epoch,
                 "seconds_per_epoch": round(total_seconds / FLAGS.benchmark_epochs, 4),
                 "setup_seconds": round(setup_seconds, 2),
                 "max_tokens": FLAGS.max_tokens,

@@ -8,10 +8,10 @@
 
 Uses the real input pipeline and the real training step (forward, loss, backward,
 all-reduce, clipping, Nesterov update) of `convs2s_tf.training.Trainer`, on the prepared
-data of --config (Multi30k en-de by default; prepared first if needed), in the
-steady state of a run's second and later epochs: one untimed epoch first (tokenised
-data cached, every batch shape traced, compiled and seen by oneDNN once), then a
-timed one (or `--steps` steps of it). Batches vary in size (each length bucket ends
+data of --config (Multi30k en-de by default; prepared first if needed, read from its
+shards as a run reads them), in the steady state of a run's second and later epochs:
+one untimed epoch first (every batch shape traced, compiled and seen by oneDNN once),
+then a timed one (or `--steps` steps of it). Batches vary in size (each length bucket ends
 an epoch with a partial batch), so only whole epochs give a training run's rate. Each
 variant runs in a fresh process (the mixed-precision policy is global): float32 graph,
 float32 with the step XLA-compiled, and bfloat16 mixed precision. Ends with one JSON line.
@@ -52,18 +52,16 @@ def measure(variant):
     """Runs warm-up then timed steps of one variant; returns target tokens/s."""
     import tensorflow as tf
 
-    from convs2s_tf.data.pipeline import TrainingDatasetFn
+    from convs2s_tf.data.pipeline import TrainingData
     from convs2s_tf.data.prepare import PreparedData
-    from convs2s_tf.data.tokenizer import Tokenizer
     from convs2s_tf.models import ConvS2S
     from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
 
     prepared = PreparedData.load(data_dir(FLAGS.config))
-    tokenizer = Tokenizer(prepared.sentencepiece_model_path)
-    train_fn = TrainingDatasetFn(
-        *prepared.split_paths("train"), tokenizer, max_tokens=FLAGS.max_tokens
+    training_data = TrainingData(
+        prepared.shard_paths("train"), prepared.length_index("train"), max_tokens=FLAGS.max_tokens
     )
-    model = model_config(FLAGS.preset, tokenizer.vocab_size, FLAGS.config)
+    model = model_config(FLAGS.preset, prepared.summary["vocab_size"], FLAGS.config)
     config = TrainingConfig(
         dtype="bfloat16" if variant == "bfloat16" else "float32",
         xla=variant == "xla",
@@ -76,13 +74,13 @@ def measure(variant):
         create_strategy("mirrored"),
     )
     distributed = trainer.strategy.distribute_datasets_from_function(
-        lambda context: train_fn(1, context).repeat()
+        lambda context: training_data.dataset(context)
     )
     trainer._build_steps(distributed.element_spec)
-    steps_per_epoch = sum(1 for _ in train_fn(1))
+    steps_per_epoch = training_data.steps_per_epoch(trainer.placement)
     iterator = iter(distributed)
-    # The untimed first epoch: as a run's first, it fills the tokenised cache and meets
-    # every batch shape once (tracing, XLA compilation of the loss, oneDNN primitives).
+    # The untimed first epoch: as a run's first, it meets every batch shape once
+    # (tracing, XLA compilation of the loss, oneDNN primitives).
     for _ in range(steps_per_epoch):
         trainer._train_step(next(iterator))
     steps = FLAGS.steps or steps_per_epoch

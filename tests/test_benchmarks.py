@@ -155,3 +155,29 @@ def test_shortlist_sizes(short_run):
         for key in ("valid_bleu", "test_bleu", "batch1_ms", "batch_sentences_per_second"):
             assert key in row, key
     assert 0 < limited["set_size_batch1"] <= limited["set_size_batch"] <= 500
+
+
+def test_data_scale(tmp_path):
+    config = tmp_path / "tiny.cfg"
+    config.write_text("\n".join(["--flagfile=configs/multi30k_en_de.cfg", *TINY_MODEL_FLAGS]))
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.data_scale",
+            "--pairs=3000,6000",
+            "--startup_pairs=3000",
+            "--large_pairs=0",
+            f"--config={config}",
+            f"--work_dir={tmp_path / 'work'}",
+        ]
+    )
+    assert set(line["prepare"]) == {"3000", "6000"} and set(line["startup"]) == {"3000"}
+    for figures in line["prepare"].values():
+        assert figures["seconds"] > 0 and figures["peak_rss_gb"] > 0 and figures["disk_gb"] > 0
+    assert line["startup"]["3000"]["seconds_to_exit"] > 0
+
+
+def test_iterator_deletion():
+    line = _last_json(["-m", "benchmarks.iterator_deletion", "--quick"])
+    assert line["quick"] is True and line["trials_autotune"] > 0
+    assert line["flat_map_max_boundary_gap_seconds"] >= 0

@@ -13,6 +13,10 @@ Modules (one concept each):
 - `prepare`: corpus -> data directory (`prepare_data`).
 - `tokenizer`: in-graph SentencePiece (`Tokenizer`), usable in tf.data and SavedModels.
 - `batching`: fixed length buckets under a token budget.
-- `pipeline` (a package): `make_training_dataset`, `make_eval_dataset`, built from its
-  modules (length limits, tokenised-pair cache, counting pass, batches).
+- `records`: the prepared record format (`tf.train.Example` per pair, no TF needed).
+- `length_index`: each split's per-shard length histograms (`LengthIndex`).
+- `shard_writer`: a split's text -> tokenised, shuffled TFRecord shards (worker processes).
+- `preparation_lock`: one preparation among processes sharing a filesystem.
+- `pipeline` (a package): `TrainingData`, `make_shard_eval_dataset`, `make_eval_dataset`,
+  built from its modules (length limits, record and text readers, batches).
 """

@@ -18,13 +18,13 @@ from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, clust
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.loss_scaling import DynamicLossScale
-from convs2s_tf.training.losses import batch_loss_sums
 from convs2s_tf.training.plateau import (
     PlateauSchedule,
     anneal_learning_rate,
     set_learning_rate,
 )
 from convs2s_tf.training.progress import EpochProgress
+from convs2s_tf.training.steps import TrainingSteps
 from convs2s_tf.training.strategies import is_chief
 from convs2s_tf.training.summaries import SummaryLogger
 from convs2s_tf.training.training_state import TrainingState
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from convs2s_tf.models import ConvS2S
     from convs2s_tf.training.config import TrainingConfig
 
-_SUM = tf.distribute.ReduceOp.SUM
 # The Keras precision policy of each `TrainingConfig.dtype`.
 _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
@@ -68,11 +67,12 @@ class TrainingInput(Protocol):
 class Trainer:
     """Trains a `ConvS2S` with the paper's optimiser under a `tf.distribute` strategy.
 
-    The loss of a step is summed over the non-pad target tokens of every replica (and
-    every accumulated micro-batch) and divided by their global count, so an update does
-    not depend on the number of replicas; gradients are all-reduced before they are
-    renormalised to the global norm `clip_norm`, and an update whose loss or gradient is
-    not finite is skipped.
+    The step is `TrainingSteps`' (token-summed loss, all-reduce, clipping, skipped
+    non-finite updates). One iterator reads the whole run; an epoch ends after the
+    input's `steps_per_epoch` steps, where the chief validates and decides annealing,
+    the best checkpoint, the time limit and the cooldown for every worker
+    (`Coordinator`). Only the chief writes checkpoints. A SIGTERM on any worker stops
+    every worker after the same step, saved (`PREEMPTED`).
 
     Args:
         model_fn: Builds the (unbuilt) model; called inside the strategy scope.
@@ -128,7 +128,15 @@ class Trainer:
             self.schedule = PlateauSchedule(
                 config.lr_shrink, config.lr_threshold, config.lr_patience
             )
-            self.accumulators, self.accumulated_sums = self._create_accumulators()
+            self.steps = TrainingSteps(
+                self.model,
+                self.optimizer,
+                self.state,
+                config,
+                strategy,
+                self.loss_scale,
+                self.preemption.vote,
+            )
         self.checkpoints = TrainingCheckpoints(
             self.run_directory,
             self.model,
@@ -160,101 +168,12 @@ class Trainer:
         # The chief's time limit check, as broadcast at the last epoch end.
         self._time_expired = False
 
-    def _create_accumulators(self):
-        """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
-        if self.config.update_freq == 1:
-            return None, None
-        gradients = [
-            tf.Variable(tf.zeros_like(v), trainable=False, name="accumulated_gradient")
-            for v in self.model.trainable_variables
-        ]
-        return gradients, tf.Variable(tf.zeros([4]), trainable=False)
-
-    # ----------------------------------------------------------------- steps
-    def _replica_gradients(self, batch):
-        with tf.GradientTape() as tape:
-            loss_sum, nll_sum, tokens = batch_loss_sums(
-                self.model,
-                batch,
-                self.config.label_smoothing,
-                training=True,
-                # An XLA-compiled step needs shapes known when it compiles.
-                static_shapes=self.config.xla,
-            )
-            # float16: the gradients of the scaled loss, unscaled in `_apply`.
-            scaled = loss_sum if self.loss_scale is None else self.loss_scale.scale_loss(loss_sum)
-        gradients = tape.gradient(scaled, self.model.trainable_variables)
-        gradients = [tf.convert_to_tensor(g) for g in gradients]
-        # The 4th sum counts the replicas whose worker was asked to stop (SIGTERM): the
-        # step's own all-reduce tells every worker, at no extra cost.
-        vote = tf.cast(self.preemption.vote, loss_sum.dtype)
-        return gradients, tf.stack([loss_sum, nll_sum, tokens, vote])
-
-    def _reduced_gradients(self, batch):
-        gradients, sums = self.strategy.run(self._replica_gradients, args=(batch,))
-        gradients = [self.strategy.reduce(_SUM, g, axis=None) for g in gradients]
-        return gradients, self.strategy.reduce(_SUM, sums, axis=None)
-
-    def _apply(self, gradients, sums):
-        tokens = tf.maximum(sums[2], 1.0)
-        # The per-token mean, the loss scale (float16) and the clipping to `clip_norm`
-        # in one scale (one pass over each gradient):
-        # `g / (tokens * loss_scale) * min(1, clip_norm / ||g / (tokens * loss_scale)||)`.
-        loss_scale = 1.0 if self.loss_scale is None else tf.identity(self.loss_scale.scale)
-        gradient_norm = tf.linalg.global_norm(gradients) / (tokens * loss_scale)
-        scale = 1.0 / (tokens * loss_scale)
-        if self.config.clip_norm:
-            scale *= tf.minimum(1.0, self.config.clip_norm / gradient_norm)
-        gradients = [g * scale for g in gradients]
-        finite = tf.math.is_finite(sums[0]) & tf.math.is_finite(gradient_norm)
-
-        def apply():
-            self.optimizer.apply(gradients, self.model.trainable_variables)
-            return tf.constant(True)
-
-        applied = tf.cond(finite, apply, lambda: tf.constant(False))
-        if self.loss_scale is not None:
-            self.loss_scale.update(finite)
-        self.state.step.assign_add(1)
-        return {
-            "loss_scale": loss_scale,
-            "loss": sums[0] / tokens,
-            "nll": sums[1] / tokens,
-            "tokens": sums[2],
-            "gradient_norm": gradient_norm,
-            "applied": applied,
-            "stop_votes": sums[3],
-        }
-
-    def _train_step_fn(self, batch):
-        return self._apply(*self._reduced_gradients(batch))
-
-    def _accumulate_fn(self, batch):
-        gradients, sums = self._reduced_gradients(batch)
-        for accumulator, gradient in zip(self.accumulators, gradients):
-            accumulator.assign_add(gradient)
-        self.accumulated_sums.assign_add(sums)
-        return sums
-
-    def _apply_accumulated_fn(self):
-        result = self._apply([tf.identity(a) for a in self.accumulators], self.accumulated_sums)
-        with tf.control_dependencies(list(result.values())):
-            for accumulator in self.accumulators:
-                accumulator.assign(tf.zeros_like(accumulator))
-            self.accumulated_sums.assign(tf.zeros([4]))
-        return result
-
     def _build_steps(self, element_spec):
-        jit = self.config.xla
-        if self.accumulators is None:
-            self._train_step = tf.function(
-                self._train_step_fn, input_signature=[element_spec], jit_compile=jit
-            )
-        else:
-            self._accumulate_step = tf.function(
-                self._accumulate_fn, input_signature=[element_spec], jit_compile=jit
-            )
-            self._apply_accumulated = tf.function(self._apply_accumulated_fn)
+        """Traces the step functions for the dataset's element spec (see `TrainingSteps`)."""
+        self.steps.build(element_spec)
+        self._train_step = self.steps.train_step
+        self._accumulate_step = self.steps.accumulate_step
+        self._apply_accumulated = self.steps.apply_accumulated
 
     # ------------------------------------------------------------ run directory
     def restore_or_initialize(self) -> str | None:
@@ -371,7 +290,7 @@ class Trainer:
             self.preemption.update_vote()
             batch = next(iterator)
             batches += 1
-            if self.accumulators is None:
+            if not self.steps.accumulates:
                 result = self._train_step(batch)
             else:
                 self._accumulate_step(batch)

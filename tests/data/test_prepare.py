@@ -138,3 +138,43 @@ def test_missing_corpus_file_is_named(small_corpus, tmp_path):
 def test_unprepared_directory_says_how_to_prepare(tmp_path):
     with pytest.raises(FileNotFoundError, match="pipelines.prepare_data"):
         PreparedData.load(str(tmp_path))
+
+
+def test_text_only_directory_of_an_earlier_version_is_upgraded_in_place(
+    small_corpus, tmp_path, caplog
+):
+    config = PrepareConfig(
+        data_dir=str(tmp_path / "data"),
+        dataset="local",
+        split_prefixes=small_corpus,
+        vocab_size=300,
+    )
+    prepare_data(config)
+    # Make it what format 1 wrote: text, BPE model and summary; no shards or indexes.
+    data_dir = config.data_dir
+    for name in os.listdir(data_dir):
+        if name.endswith((".tfrecord", ".lengths.npz")):
+            os.remove(os.path.join(data_dir, name))
+    with open(os.path.join(data_dir, "fingerprint.json")) as f:
+        stored = json.load(f)
+    identity = stored["identity"]
+    identity["format_version"] = 1
+    identity["options"].update(bpe_max_sentences=0, seed=None)
+    del identity["options"]["num_shards"]
+    stored["fingerprint"] = "format-1"
+    with open(os.path.join(data_dir, "fingerprint.json"), "w") as f:
+        json.dump(stored, f)
+    with open(os.path.join(data_dir, "sentencepiece.model"), "rb") as f:
+        model_bytes = f.read()
+    with pytest.raises(FileNotFoundError, match="run `prepare_data` on it"):
+        PreparedData.load(data_dir).length_index("train")
+
+    upgraded = prepare_data(config)
+    assert not upgraded.reused
+    assert "earlier version" in caplog.text and "keeping its text and BPE model" in caplog.text
+    with open(os.path.join(data_dir, "sentencepiece.model"), "rb") as f:
+        assert f.read() == model_bytes  # existing runs' vocabulary still matches
+    index = upgraded.data.length_index("train")
+    assert index.pairs == upgraded.summary["splits"]["train"]["pairs_kept"]
+    assert all(os.path.isfile(path) for path in upgraded.data.shard_paths("train"))
+    assert prepare_data(config).reused

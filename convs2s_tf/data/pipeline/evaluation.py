@@ -41,9 +41,18 @@ def make_eval_dataset(
     with the ids, so hypotheses and references stay aligned for BLEU.
 
     Args:
-        source_path, target_path, tokenizer, max_tokens, max_sentences,
-        max_source_positions, max_target_positions, bucket_lengths, cache_dir,
-        num_shards, shard_index, input_context: as for `make_training_dataset`.
+        source_path: source text, one sentence per line.
+        target_path: reference text, aligned with `source_path`.
+        tokenizer: the `Tokenizer` of the data directory's SentencePiece model.
+        max_tokens: token budget per batch, padding included.
+        max_sentences: at most this many sentences per batch (None or 0: no cap).
+        max_source_positions: the model's source positions (longer sides truncated).
+        max_target_positions: the same for the target.
+        bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
+        cache_dir: directory for the tokenised cache (default: in memory).
+        num_shards: input pipelines; each keeps every `num_shards`-th line.
+        shard_index: this pipeline's shard.
+        input_context: from `distribute_datasets_from_function`; overrides both.
 
     Returns:
         The batches with their `LengthStats` and bucket layout.
@@ -79,8 +88,11 @@ def make_shard_eval_dataset(
     Args:
         shard_paths: the split's shards (`PreparedData.shard_paths(split)`).
         index: their lengths index (`PreparedData.length_index(split)`).
-        max_tokens, max_sentences, max_source_positions, max_target_positions,
-        bucket_lengths: as for `make_eval_dataset`.
+        max_tokens: token budget per batch, padding included.
+        max_sentences: at most this many sentences per batch (None or 0: no cap).
+        max_source_positions: the model's source positions (longer sides truncated).
+        max_target_positions: the same for the target.
+        bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
     """
     limits = PipelineLimits.create(
         max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
