@@ -32,6 +32,8 @@ EXTRAS_REQUIRE = {
         # stubs of the one dependency that ships its types separately.
         "mypy>=2.4,<3",
         "types-grpcio",
+        # benchmarks.data_scale samples the memory of a process tree (tested in the suite).
+        "psutil>=5.9",
     ],
     # pipelines.import_fairseq reads fairseq checkpoints with PyTorch (torch.load with
     # weights_only=True and safe_globals). Install the CPU build first where pip would
