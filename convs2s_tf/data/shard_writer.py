@@ -15,6 +15,7 @@ training start. Evaluation splits keep their order (they are batched by length a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import struct
@@ -28,6 +29,8 @@ from convs2s_tf.data import records, statistics
 from convs2s_tf.data.length_index import LengthIndex, index_file_name, shard_file_name
 
 _BLOCK_PAIRS = 5000
+# Blocks handed to each worker process at a time.
+_BLOCKS_IN_FLIGHT = 4
 # Below this many pairs, worker processes cost more to start than they save.
 _MIN_PAIRS_FOR_WORKERS = 50_000
 # Lengths above this share one histogram bin per side in the summary's percentiles.
@@ -92,7 +95,11 @@ class _SideCounts:
 
 
 def write_shards(
-    spec: ShardSpec, data_dir: str, sentencepiece_model: str, workers: int = 1
+    spec: ShardSpec,
+    data_dir: str,
+    sentencepiece_model: str,
+    workers: int = 1,
+    min_pairs_for_workers: int = _MIN_PAIRS_FOR_WORKERS,
 ) -> dict:
     """Writes `spec.split`'s shards and lengths index into `data_dir`.
 
@@ -100,7 +107,9 @@ def write_shards(
         spec: the split and how to shard it.
         data_dir: the data directory (shards and index go there).
         sentencepiece_model: path of the SentencePiece model.
-        workers: tokenising processes (large splits only).
+        workers: tokenising processes.
+        min_pairs_for_workers: smaller splits are tokenised in this process (worker
+            processes cost more to start than they save).
 
     Returns:
         The split's per-side statistics (`statistics.side_statistics_from_histogram`)
@@ -113,6 +122,7 @@ def write_shards(
     rng = np.random.default_rng([spec.seed, len(spec.split), sum(map(ord, spec.split))])
     scratch = [open(path, "wb") for path in scratch_paths]
     try:
+        workers = workers if _count_lines(spec.source_path) >= min_pairs_for_workers else 1
         for block in _encoded_blocks(spec, sentencepiece_model, workers):
             encoded, lengths, side_counts = block
             shards = (
@@ -189,16 +199,19 @@ def _encoded_blocks(
 ) -> Iterator[_EncodedBlock]:
     """Yields `_encode_block`'s results in order, from `workers` processes if worth it."""
     arguments = (sentencepiece_model, spec.evaluation)
-    pairs = _count_lines(spec.source_path)
-    if workers <= 1 or pairs < _MIN_PAIRS_FOR_WORKERS:
+    if workers <= 1:
         _start_worker(*arguments)
         yield from map(_encode_block, _blocks(spec))
         return
     # "spawn": the parent has TensorFlow's threads running, which a fork would copy
     # half-way through whatever they were doing.
     context = multiprocessing.get_context("spawn")
+    blocks = _blocks(spec)
     with context.Pool(workers, initializer=_start_worker, initargs=arguments) as pool:
-        yield from pool.imap(_encode_block, _blocks(spec), chunksize=1)
+        # A few blocks per worker at a time: `imap` alone would read the whole split
+        # into its task queue, and memory would grow with the corpus.
+        while window := list(itertools.islice(blocks, _BLOCKS_IN_FLIGHT * workers)):
+            yield from pool.imap(_encode_block, window, chunksize=1)
 
 
 def _count_lines(path: str) -> int:

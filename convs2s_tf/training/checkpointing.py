@@ -30,9 +30,10 @@ class TrainingCheckpoints:
         schedule: The run's `PlateauSchedule`.
         keep: Recent checkpoints kept.
         keep_epoch_ends: Epoch-end model checkpoints kept (0: none are written).
-        worker_id: None on the chief; a non-chief worker's task id, whose checkpoints
-            (which every worker must write in multi-worker training) go to a throwaway
-            directory.
+        worker_id: None on the chief; a non-chief worker's task id. Such a worker
+            reads the run's checkpoints to resume but never saves (`Trainer.save` skips
+            it: its variables equal the chief's); its managers point to a directory of
+            its own, so that nothing it does can touch the run's files.
     """
 
     def __init__(
