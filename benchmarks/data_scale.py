@@ -130,13 +130,13 @@ def run_measured(command, cwd=ROOT):
     return seconds, peak[0] / 1e9, stdout
 
 
-def disk_gb(directory):
+def disk_mb(directory):
     total = sum(
         os.path.getsize(os.path.join(d, name))
         for d, _, names in os.walk(directory)
         for name in names
     )
-    return total / 1e9
+    return total / 1e6
 
 
 def prepare(pairs):
@@ -147,7 +147,7 @@ def prepare(pairs):
         [sys.executable, "-m", "pipelines.prepare_data", *corpus_flags(prefixes, pairs)]
     )
     figures = {"seconds": round(seconds, 1), "peak_rss_gb": round(peak, 2)}
-    figures["disk_gb"] = round(disk_gb(data_dir), 2)
+    figures["disk_mb"] = round(disk_mb(data_dir), 1)
     print(f"prepare {pairs:,} pairs: {figures}", flush=True)
     return figures
 

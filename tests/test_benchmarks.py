@@ -173,7 +173,7 @@ def test_data_scale(tmp_path):
     )
     assert set(line["prepare"]) == {"3000", "6000"} and set(line["startup"]) == {"3000"}
     for figures in line["prepare"].values():
-        assert figures["seconds"] > 0 and figures["peak_rss_gb"] > 0 and figures["disk_gb"] > 0
+        assert figures["seconds"] > 0 and figures["peak_rss_gb"] > 0 and figures["disk_mb"] > 0
     assert line["startup"]["3000"]["seconds_to_exit"] > 0
 
 

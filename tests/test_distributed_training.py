@@ -78,13 +78,21 @@ def finish(processes, timeout=400):
     return results
 
 
-def records(tmp_path, index, since=0):
-    """The steps and saves worker `index` recorded, from line `since` on."""
+def lines(tmp_path, index):
     path = tmp_path / f"record_{index}.jsonl"
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()[since:]
-    return [json.loads(line) for line in lines if line.endswith("}")]
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def records(tmp_path, index, since=0):
+    """The steps and saves worker `index` recorded, from line `since` on (lines cut short
+    by a kill are left out)."""
+    complete = []
+    for line in lines(tmp_path, index)[since:]:
+        try:
+            complete.append(json.loads(line))
+        except ValueError:
+            pass
+    return complete
 
 
 def steps(tmp_path, index, since=0):
@@ -141,7 +149,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_
         process.send_signal(signal.SIGKILL)
     finish(processes)
     killed = [steps(tmp_path, i) for i in range(WORKERS)]
-    since = [len(records(tmp_path, i)) for i in range(WORKERS)]
+    since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
     processes = start_workers(tmp_path, small_corpus, extra)
     wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 4, processes)
@@ -154,7 +162,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_
     resumed_at = restarted[0][0]["step"] - 1
     assert resumed_at % 3 == 0 and resumed_at < killed[0][-1]["step"]
     assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
-    since = [len(records(tmp_path, i)) for i in range(WORKERS)]
+    since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
     results = finish(start_workers(tmp_path, small_corpus, extra))
     for status, stdout, stderr in results:

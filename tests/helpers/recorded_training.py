@@ -19,6 +19,9 @@ from pipelines import train as train_pipeline
 def main():
     record_path = sys.argv.pop(1)
     record = open(record_path, "a", buffering=1)
+    if record.tell():
+        # A process killed mid-line left no newline: start on a line of our own.
+        record.write("\n")
     build_steps = trainer.Trainer._build_steps
 
     def recording_build_steps(self, element_spec):
