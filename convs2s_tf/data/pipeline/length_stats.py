@@ -44,6 +44,26 @@ class LengthStats:
         return dataclasses.asdict(self)
 
 
+def batches_per_epoch(bucket_counts: Sequence[int] | np.ndarray, limits: PipelineLimits) -> int:
+    """Returns the batches the pairs of each bucket make (buckets fill independently).
+
+    Raises:
+        ValueError: if some pairs fall in buckets too long for one sentence of the budget.
+    """
+    over_budget = sum(
+        int(count) for count, size in zip(bucket_counts, limits.batch_sizes) if size == 0
+    )
+    if over_budget:
+        raise ValueError(
+            f"{over_budget} pairs are longer than the token budget "
+            f"`max_tokens={limits.max_tokens}` allows for one sentence with its padding; "
+            "raise `max_tokens` or lower `max_source_positions`/`max_target_positions`."
+        )
+    return sum(
+        math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count
+    )
+
+
 def count_length_stats(
     tokenized: tf.data.Dataset, limits: PipelineLimits, evaluation: bool
 ) -> LengthStats:
@@ -93,18 +113,7 @@ def count_length_stats(
         .reduce(initial, add_block)
     )
     bucket_counts = totals.pop("bucket_counts").numpy()[:num_buckets]
-    over_budget = sum(
-        int(count) for count, size in zip(bucket_counts, limits.batch_sizes) if size == 0
-    )
-    if over_budget:
-        raise ValueError(
-            f"{over_budget} pairs are longer than the token budget "
-            f"`max_tokens={limits.max_tokens}` allows for one sentence with its padding; "
-            "raise `max_tokens` or lower `max_source_positions`/`max_target_positions`."
-        )
-    batches = sum(
-        math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count
-    )
+    batches = batches_per_epoch(bucket_counts, limits)
     return LengthStats(
         **{name: int(value.numpy()) for name, value in totals.items()}, batches_per_epoch=batches
     )
@@ -135,18 +144,7 @@ def index_length_stats(
     bucket_counts = np.bincount(
         buckets[kept], weights=counts[kept], minlength=len(limits.bucket_lengths)
     ).astype(np.int64)
-    over_budget = sum(
-        int(count) for count, size in zip(bucket_counts, limits.batch_sizes) if size == 0
-    )
-    if over_budget:
-        raise ValueError(
-            f"{over_budget} pairs are longer than the token budget "
-            f"`max_tokens={limits.max_tokens}` allows for one sentence with its padding; "
-            "raise `max_tokens` or lower `max_source_positions`/`max_target_positions`."
-        )
-    batches = sum(
-        math.ceil(count / size) for count, size in zip(bucket_counts, limits.batch_sizes) if count
-    )
+    batches = batches_per_epoch(bucket_counts, limits)
 
     def total(values):
         return int((values * counts).sum())

@@ -9,7 +9,7 @@ import tensorflow as tf
 from convs2s_tf.data import records
 from convs2s_tf.data.batching import assign_buckets
 from convs2s_tf.data.pipeline.limits import PipelineLimits
-from convs2s_tf.data.pipeline.tokenized_pairs import BUCKET
+from convs2s_tf.data.pipeline.tokenized_pairs import BUCKET, unbatch_blocks
 from convs2s_tf.data.tokenizer import append_eos
 
 _PARSE_BLOCK_RECORDS = 1024
@@ -75,15 +75,7 @@ def parse_records(
             example[records.REFERENCE_TEXT] = parsed[records.REFERENCE_TEXT]
         return example
 
-    def to_dense(example):
-        return {
-            key: value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
-            for key, value in example.items()
-        }
-
-    return (
-        serialized.batch(_PARSE_BLOCK_RECORDS)
-        .map(parse_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-        .map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    blocks = serialized.batch(_PARSE_BLOCK_RECORDS).map(
+        parse_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
+    return unbatch_blocks(blocks)

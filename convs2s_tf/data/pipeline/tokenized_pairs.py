@@ -127,6 +127,15 @@ def tokenized_pairs(
             example.update(source_text=source_texts, reference_text=target_texts, index=index)
         return example
 
+    blocks = lines.batch(_TOKENIZE_BLOCK_LINES).map(
+        tokenize_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+    return unbatch_blocks(blocks)
+
+
+def unbatch_blocks(blocks: tf.data.Dataset) -> tf.data.Dataset:
+    """Returns the rows of blocks of examples, each side a plain (dense) tensor."""
+
     def to_dense(example):
         # Unbatched rows of a ragged block are ragged_rank-0 values: make them plain tensors.
         return {
@@ -134,9 +143,4 @@ def tokenized_pairs(
             for key, value in example.items()
         }
 
-    return (
-        lines.batch(_TOKENIZE_BLOCK_LINES)
-        .map(tokenize_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-        .map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    )
+    return blocks.unbatch().map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
