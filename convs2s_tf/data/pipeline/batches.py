@@ -64,10 +64,10 @@ def batch_pairs(examples: tf.data.Dataset, limits: PipelineLimits) -> tf.data.Da
         side_max_lengths=limits.side_max_lengths,
         padding_values=padding_values,
     )
-    return batches.map(_finish_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.map(finish_batch, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _finish_batch(batch):
+def finish_batch(batch):
     """Adds "target_input" ("target" shifted right, `</s>` first, `<pad>` kept) and drops
     the bookkeeping fields."""
     target = batch["target"]

@@ -53,29 +53,32 @@ def parse_records(
         "target_length" (before truncation), "bucket", "index" and, for evaluation,
         "source_text" and "reference_text".
     """
-    features = records.feature_spec(evaluation)
-
-    def parse_block(serialized):
-        parsed = tf.io.parse_example(serialized, features)
-        example = {}
-        for side in (records.SOURCE, records.TARGET):
-            ids = tf.cast(parsed[side], tf.int32)
-            example[f"{side}_length"] = ids.row_lengths() + 1  # with </s>
-            if evaluation:
-                ids = ids[:, : limits.side_max_lengths[side] - 1]
-            example[side] = append_eos(ids)
-        example[BUCKET] = assign_buckets(
-            {side: example[side].row_lengths() for side in (records.SOURCE, records.TARGET)},
-            limits.side_max_lengths,
-            limits.bucket_lengths,
-        )
-        example[records.INDEX] = parsed[records.INDEX]
-        if evaluation:
-            example[records.SOURCE_TEXT] = parsed[records.SOURCE_TEXT]
-            example[records.REFERENCE_TEXT] = parsed[records.REFERENCE_TEXT]
-        return example
-
     blocks = serialized.batch(_PARSE_BLOCK_RECORDS).map(
-        parse_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        lambda block: parse_block(block, limits, evaluation=evaluation),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
     )
     return unbatch_blocks(blocks)
+
+
+def parse_block(serialized: tf.Tensor, limits: PipelineLimits, *, evaluation: bool) -> dict:
+    """Returns the pairs of a block of serialised records, as `parse_records` describes
+    them (the sides ragged: [N, None])."""
+    parsed = tf.io.parse_example(serialized, records.feature_spec(evaluation))
+    example = {}
+    for side in (records.SOURCE, records.TARGET):
+        ids = tf.cast(parsed[side], tf.int32)
+        example[f"{side}_length"] = ids.row_lengths() + 1  # with </s>
+        if evaluation:
+            ids = ids[:, : limits.side_max_lengths[side] - 1]
+        example[side] = append_eos(ids)
+    example[BUCKET] = assign_buckets(
+        {side: example[side].row_lengths() for side in (records.SOURCE, records.TARGET)},
+        limits.side_max_lengths,
+        limits.bucket_lengths,
+    )
+    example[records.INDEX] = parsed[records.INDEX]
+    if evaluation:
+        example[records.SOURCE_TEXT] = parsed[records.SOURCE_TEXT]
+        example[records.REFERENCE_TEXT] = parsed[records.REFERENCE_TEXT]
+    return example

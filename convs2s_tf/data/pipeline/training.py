@@ -23,10 +23,10 @@ import tensorflow as tf
 from convs2s_tf import vocabulary
 from convs2s_tf.data import records
 from convs2s_tf.data.length_index import LengthIndex
-from convs2s_tf.data.pipeline.batches import batch_pairs
+from convs2s_tf.data.pipeline.block_batches import PAIR_FIELDS, batch_blocks
 from convs2s_tf.data.pipeline.length_stats import LengthStats, index_length_stats
 from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
-from convs2s_tf.data.pipeline.record_pairs import parse_records, record_stream
+from convs2s_tf.data.pipeline.record_pairs import parse_block, record_stream
 
 # The default shuffle block: the worker's pairs, up to this many (the shards are
 # shuffled globally when prepared, so a block only has to mix a few shards again).
@@ -77,8 +77,6 @@ class TrainingData:
         seed: seed of every epoch's order.
         shuffle_buffer_size: pairs permuted together, in blocks of this many (None: the
             worker's pairs, up to 100,000: a whole-epoch shuffle on small corpora).
-        batch_shuffle_buffer_size: batches shuffled after bucketing, so that the last,
-            partial batches of each bucket do not all come at the end of an epoch.
         bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
 
     Example:
@@ -98,7 +96,6 @@ class TrainingData:
         max_target_positions: int = DEFAULT_MAX_POSITIONS,
         seed: int = 1,
         shuffle_buffer_size: int | None = None,
-        batch_shuffle_buffer_size: int = 64,
         bucket_lengths: Sequence[int] | None = None,
     ) -> None:
         if len(shard_paths) != index.num_shards:
@@ -112,7 +109,6 @@ class TrainingData:
         )
         self.seed = seed
         self.shuffle_buffer_size = shuffle_buffer_size
-        self.batch_shuffle_buffer_size = batch_shuffle_buffer_size
 
     def worker_shards(self, placement: Placement) -> list[int]:
         """Returns the shards `placement`'s worker reads (whole files, disjoint).
@@ -158,12 +154,12 @@ class TrainingData:
         placement = Placement.of(input_context)
         files = [self.shard_paths[i] for i in self.worker_shards(placement)]
         epoch_length = self.steps_per_epoch(placement) * placement.replicas_per_worker
-        buffer_size = self.shuffle_buffer_size or max(
-            1, min(self.stats(placement).pairs, DEFAULT_SHUFFLE_BUFFER_SIZE)
-        )
+        records = int(self.index.pairs_per_shard()[self.worker_shards(placement)].sum())
+        buffer_size = self.shuffle_buffer_size or max(1, min(records, DEFAULT_SHUFFLE_BUFFER_SIZE))
+        num_blocks = -(-records // buffer_size)
 
         def epoch_batches(epoch):
-            batches = self._epoch_batches(files, epoch, buffer_size)
+            batches = self._epoch_batches(files, epoch, buffer_size, num_blocks)
             batches = batches.concatenate(_empty_batches(batches.element_spec))
             batches = batches.take(epoch_length)
             return batches.skip(tf.where(epoch == first_epoch, tf.constant(skip, tf.int64), 0))
@@ -178,34 +174,31 @@ class TrainingData:
         return batches.with_options(options)
 
     def _epoch_batches(
-        self, files: list[str], epoch: tf.Tensor, buffer_size: int
+        self, files: list[str], epoch: tf.Tensor, buffer_size: int, num_blocks: int
     ) -> tf.data.Dataset:
-        """Returns one epoch's batches of `files`, in an order fixed by (seed, epoch).
+        """Returns one epoch of `files`' batches, in an order fixed by (seed, epoch).
 
         The shards' order and the records within each block of `buffer_size` are
-        permuted by stateless ops seeded in-graph with (seed, epoch): `Dataset.shuffle`
-        takes a seed tensor only while no global seed is 0, so it gets a fixed one here
-        (its input differs every epoch, so its output does too).
+        permuted by stateless ops seeded in-graph with (seed, epoch); each block is then
+        parsed and cut into batches whole (`batch_blocks`), not pair by pair.
         """
         seed = tf.constant(self.seed, tf.int64)
         shard_order = tf.random.experimental.stateless_shuffle(
             tf.constant(files), seed=tf.stack([seed, epoch])
         )
+        epoch_seed = seed * 1_000_003 + epoch
 
-        def permute_block(block_index, block):
-            block_seed = tf.stack([seed * 1_000_003 + epoch, block_index])
-            return tf.random.experimental.stateless_shuffle(block, seed=block_seed)
+        def parse_permuted(block_index, block):
+            block = tf.random.experimental.stateless_shuffle(
+                block, seed=tf.stack([epoch_seed, block_index])
+            )
+            pairs = parse_block(block, self.limits, evaluation=False)
+            return block_index, {key: pairs[key] for key in PAIR_FIELDS}
 
         serialized = record_stream(tf.data.Dataset.from_tensor_slices(shard_order))
-        serialized = serialized.batch(buffer_size).enumerate().map(permute_block).unbatch()
-        batches = batch_pairs(parse_records(serialized, self.limits, evaluation=False), self.limits)
-        if self.batch_shuffle_buffer_size > 1:
-            batches = batches.shuffle(
-                self.batch_shuffle_buffer_size,
-                seed=self.seed,
-                reshuffle_each_iteration=False,
-            )
-        return batches
+        blocks = serialized.batch(buffer_size).enumerate().map(parse_permuted)
+        # Another seed than the blocks' permutations for the order of their batches.
+        return batch_blocks(blocks, self.limits, num_blocks, seed=epoch_seed + 7_919)
 
 
 def _empty_batches(element_spec: dict[str, tf.TensorSpec]) -> tf.data.Dataset:

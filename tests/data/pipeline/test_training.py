@@ -69,6 +69,43 @@ def test_every_kept_pair_once_per_epoch_within_budget(data):
     assert epochs(again.dataset(None), steps, 1)[0][0] == run[0][0]
 
 
+def test_blocks_are_batched_as_pair_by_pair_grouping_would(data):
+    # Small blocks: each bucket's incomplete batch waits for the next block, so an epoch
+    # has the batches of grouping the pairs one by one (`batch_pairs`): per bucket,
+    # ceil(pairs / batch size), every batch full but the last of each bucket.
+    train = training_data(data, max_tokens=600, shuffle_buffer_size=37, seed=3)
+    steps = train.steps_per_epoch(Placement())
+    assert steps == train.stats().batches_per_epoch
+    (pairs, batches), (pairs_2, _) = epochs(train.dataset(None), steps, 2)
+    expected = collections.Counter(expected_pairs(data, "train"))
+    assert collections.Counter(pairs) == collections.Counter(pairs_2) == expected
+    assert len(real(batches)) == steps
+    sizes = dict(zip(train.limits.bucket_lengths, train.limits.batch_sizes))
+    per_bucket = collections.defaultdict(list)
+    for batch in batches:
+        per_bucket[max(batch["source"].shape[1], batch["target"].shape[1])].append(
+            len(batch["index"])
+        )
+    for length, counts in per_bucket.items():
+        assert sum(size < sizes[length] for size in counts) <= 1
+    from_pairs = collections.Counter(len(b["index"]) for b in pair_by_pair_batches(train))
+    assert collections.Counter(len(b["index"]) for b in batches) == from_pairs
+
+
+def pair_by_pair_batches(train):
+    import tensorflow as tf
+
+    from convs2s_tf.data.pipeline.batches import batch_pairs
+    from convs2s_tf.data.pipeline.record_pairs import record_pairs
+
+    files = tf.data.Dataset.from_tensor_slices(list(train.shard_paths))
+    return list(
+        batch_pairs(
+            record_pairs(files, train.limits, evaluation=False), train.limits
+        ).as_numpy_iterator()
+    )
+
+
 def test_workers_and_replicas_share_an_epoch_without_overlap(data):
     train = training_data(data, max_tokens=500)
     placement = Placement(num_workers=2, worker=0, replicas_per_worker=2)
