@@ -33,6 +33,8 @@ from convs2s_tf.data.pipeline.record_pairs import parse_block, record_stream
 DEFAULT_SHUFFLE_BUFFER_SIZE = 100_000
 # Batches prepared ahead of the training step.
 _PREFETCH_BATCHES = 4
+# Threads of the stream's own thread pool.
+_INPUT_THREADS = 1
 # Far more epochs than any run: the dataset ends only when the run stops reading it.
 _MAX_EPOCHS = 1_000_000
 
@@ -167,10 +169,15 @@ class TrainingData:
         epochs = tf.data.Dataset.range(first_epoch, first_epoch + _MAX_EPOCHS)
         batches = epochs.flat_map(epoch_batches).prefetch(_PREFETCH_BATCHES)
         # No autotuning model thread: deleting an iterator joins that thread, which can
-        # sleep out up to 60 s of its period first (docs/input-pipeline-notes.md). The
-        # parallel steps then use every core and the prefetch buffer is fixed.
+        # sleep out up to 60 s of its period first (docs/input-pipeline-notes.md); the
+        # prefetch buffer is fixed. The stream runs on its own thread, its ops
+        # single-threaded: sharing the step's thread pools cost the step 3-4% on 2 cores
+        # (docs/input-pipeline-notes.md), and batching whole blocks leaves one thread
+        # little to do.
         options = tf.data.Options()
         options.autotune.enabled = False
+        options.threading.private_threadpool_size = _INPUT_THREADS
+        options.threading.max_intra_op_parallelism = 1
         return batches.with_options(options)
 
     def _epoch_batches(
@@ -196,7 +203,8 @@ class TrainingData:
             return block_index, {key: pairs[key] for key in PAIR_FIELDS}
 
         serialized = record_stream(tf.data.Dataset.from_tensor_slices(shard_order))
-        blocks = serialized.batch(buffer_size).enumerate().map(parse_permuted)
+        # The next block is read and parsed while the batches of this one are trained.
+        blocks = serialized.batch(buffer_size).enumerate().map(parse_permuted).prefetch(1)
         # Another seed than the blocks' permutations for the order of their batches.
         return batch_blocks(blocks, self.limits, num_blocks, seed=epoch_seed + 7_919)
 
