@@ -12,9 +12,9 @@ Both pipelines yield dicts of int32 tensors padded with `<pad>` (id 1):
 Evaluation batches add "source_text" and "reference_text" (tf.string [B], for BLEU).
 
 Training reads the prepared TFRecord shards (`TrainingData`): shards by file per worker
--> parse blocks of records, append `</s>`, assign buckets -> seeded shuffle -> batch per
-bucket under the token budget, dropping the pairs longer than the model's positions ->
-epochs one after another in one dataset. Batch counts come from the lengths index.
+-> seeded shuffle of blocks of records -> parse each block, append `</s>`, assign
+buckets -> cut the block into batches per bucket under the token budget, dropping the
+pairs longer than the model's positions -> epochs one after another in one dataset. Batch counts come from the lengths index.
 Evaluation reads a split's shards (`make_shard_eval_dataset`) or tokenises text files
 in-graph (`make_eval_dataset`, cached after its counting pass); pairs too long are
 truncated instead of dropped, so every reference is kept.
@@ -26,7 +26,8 @@ Modules:
 - `tokenized_pairs`: pairs read from text and tokenised in-graph, and their cache.
 - `length_stats`: what the limits do to a split (`LengthStats`), from the lengths
   index or from a counting pass.
-- `batches`: batching per bucket and the pipelines' result (`BatchedDataset`).
+- `batches`: batching pair by pair per bucket and the pipelines' result (`BatchedDataset`).
+- `block_batches`: batching whole blocks of pairs per bucket (the training stream).
 - `training`: `TrainingData`, `Placement`.
 - `evaluation`: `make_shard_eval_dataset`, `make_eval_dataset`.
 """
