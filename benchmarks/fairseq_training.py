@@ -97,8 +97,9 @@ def interval_rate(log, warmup_updates):
 def _complete(config):
     """`config` (`ConvS2S` arguments) with the constructor's defaults for what it omits."""
     from convs2s_tf.models import ConvS2S
+    from convs2s_tf.models.families import model_arguments
 
-    return ConvS2S(**config).get_config()
+    return ConvS2S(**model_arguments(config)).get_config()
 
 
 def architecture(config):

@@ -54,7 +54,7 @@ def measure(variant):
 
     from convs2s_tf.data.pipeline import TrainingData
     from convs2s_tf.data.prepare import PreparedData
-    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.models.families import build_model
     from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
 
     prepared = PreparedData.load(data_dir(FLAGS.config))
@@ -68,7 +68,7 @@ def measure(variant):
         progress_bar=False,
     )
     trainer = Trainer(
-        lambda: ConvS2S(**model),
+        lambda: build_model(model),
         config,
         tempfile.mkdtemp(),
         create_strategy("mirrored"),

@@ -19,14 +19,14 @@ pipeline_flags.declare_key_flags(pipeline_flags.MODEL, also=("vocab_size",))
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    from convs2s_tf.models import ConvS2S, format_summary
+    from convs2s_tf.models.families import build_model, family_of
 
     try:
         config = pipeline_flags.model_config_from_flags(FLAGS.vocab_size)
     except flags.ValidationError as error:
         raise app.UsageError(str(error)) from None
     print(f"{FLAGS.preset} ({FLAGS.vocab_size} -> {FLAGS.vocab_size} tokens)")
-    print(format_summary(ConvS2S(**config)))
+    print(family_of(config).format_summary(build_model(config)))
     return 0
 
 

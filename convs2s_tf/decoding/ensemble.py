@@ -25,7 +25,7 @@ import tensorflow as tf
 
 if TYPE_CHECKING:
     from convs2s_tf.models import ConvS2S
-    from convs2s_tf.models.encoder_output import EncoderOutput
+    from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 
 __all__ = ["Ensemble", "combine_log_probs"]
 

@@ -41,6 +41,7 @@ from convs2s_tf.models import (
     parse_attention_spec,
     parse_layer_spec,
 )
+from convs2s_tf.models.families import family_of
 from convs2s_tf.runs import RunDirectory
 
 CHECKPOINT_FILE = "checkpoint_best.pt"
@@ -102,7 +103,10 @@ Fields:
 
 def check_exportable(config):
     """Raises `FairseqExportError` unless fairseq's `fconv` can hold a `ConvS2S` of `config`
-    (its constructor arguments)."""
+    (a run's model config)."""
+    refusal = family_of(config).fairseq_refusal
+    if refusal is not None:
+        raise FairseqExportError(refusal)
     for side in ("source", "target"):
         if not config.get(f"{side}_positions", True):
             raise FairseqExportError(

@@ -9,7 +9,7 @@ from convs2s_tf.interop.fairseq_checkpoint import (
 from convs2s_tf.interop.fairseq_dictionary import Dictionary
 from convs2s_tf.interop.fairseq_weights import assign_weights
 from convs2s_tf.models import ConvS2S
-from convs2s_tf.models.layer_spec import (
+from convs2s_tf.models.convs2s.layer_spec import (
     LayerSpecError,
     format_layer_spec,
     parse_attention_spec,

@@ -1,28 +1,39 @@
-"""ConvS2S model: blocks, encoder, decoder, the Keras model, presets and spec parsing."""
+"""The model families (`families`: registry and `build_model`) and ConvS2S, the default
+family (`convs2s/`: blocks, encoder, decoder, the Keras model, presets, spec parsing)."""
 
-from convs2s_tf.models.conv_block import ConvBlock
-from convs2s_tf.models.conv_decoder import ConvDecoder
-from convs2s_tf.models.conv_encoder import ConvEncoder
-from convs2s_tf.models.conv_stack import ConvStack
-from convs2s_tf.models.convs2s import ConvS2S
-from convs2s_tf.models.encoder_output import EncoderOutput
-from convs2s_tf.models.layer_spec import (
+from convs2s_tf.models.convs2s.conv_block import ConvBlock
+from convs2s_tf.models.convs2s.conv_decoder import ConvDecoder
+from convs2s_tf.models.convs2s.conv_encoder import ConvEncoder
+from convs2s_tf.models.convs2s.conv_stack import ConvStack
+from convs2s_tf.models.convs2s.convs2s import ConvS2S
+from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
+from convs2s_tf.models.convs2s.family import CONVS2S
+from convs2s_tf.models.convs2s.layer_spec import (
     LayerSpec,
     LayerSpecError,
     format_layer_spec,
     parse_attention_spec,
     parse_layer_spec,
 )
-from convs2s_tf.models.presets import (
+from convs2s_tf.models.convs2s.presets import (
     fairseq_architectures,
     fairseq_preset,
     get_preset,
     list_presets,
     register_preset,
 )
-from convs2s_tf.models.summary import format_summary, parameter_counts
+from convs2s_tf.models.convs2s.summary import format_summary, parameter_counts
+from convs2s_tf.models.families import (
+    ModelFamily,
+    build_model,
+    family_of,
+    get_family,
+    list_families,
+    register_family,
+)
 
 __all__ = [
+    "CONVS2S",
     "ConvBlock",
     "ConvDecoder",
     "ConvEncoder",
@@ -31,6 +42,12 @@ __all__ = [
     "EncoderOutput",
     "LayerSpec",
     "LayerSpecError",
+    "ModelFamily",
+    "build_model",
+    "family_of",
+    "get_family",
+    "list_families",
+    "register_family",
     "fairseq_architectures",
     "fairseq_preset",
     "format_layer_spec",

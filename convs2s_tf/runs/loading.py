@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from convs2s_tf.data.tokenizer import Tokenizer
 from convs2s_tf.models import ConvS2S
+from convs2s_tf.models.families import build_model as build_family_model
 from convs2s_tf.runs.checkpoints import restore_checkpoint
 from convs2s_tf.runs.run_directory import RunDirectory
 
@@ -25,10 +26,11 @@ def find_checkpoint(model_dir: str, checkpoint: str | None = None) -> str:
 
 
 def build_model(model_config: Mapping[str, Any], compute_dtype: str | None = None) -> ConvS2S:
-    """A built `ConvS2S` from its config.
+    """A built model from its config (`convs2s_tf.models.families.build_model`).
 
     Args:
-        model_config: The `ConvS2S` constructor arguments (`config.json`'s `"model"`).
+        model_config: `config.json`'s `"model"`: its family (default ConvS2S) and the
+            constructor arguments.
         compute_dtype: None or `"float32"`, or `"bfloat16"` for the `mixed_bfloat16`
             policy (float32 variables, bfloat16 matrix products).
 
@@ -42,7 +44,7 @@ def build_model(model_config: Mapping[str, Any], compute_dtype: str | None = Non
     # may have left it at mixed_bfloat16).
     keras.config.set_dtype_policy("mixed_bfloat16" if compute_dtype == "bfloat16" else "float32")
     try:
-        model = ConvS2S(**model_config)
+        model = build_family_model(model_config)
         model(model.dummy_inputs())
     finally:
         keras.config.set_dtype_policy(previous)

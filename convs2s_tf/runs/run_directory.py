@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, overload
 import tensorflow as tf
 from absl import logging
 
+from convs2s_tf.models.families import DEFAULT_FAMILY, FAMILY_KEY
 from convs2s_tf.runs.checkpoints import (
     STATE_FILE,
     CheckpointError,
@@ -52,8 +53,17 @@ SENTENCEPIECE_FILE = "sentencepiece.model"
 TEST_RESULTS_FILE = "test_results.json"
 _WORKER_SUBDIR = "tmp_worker_{task_id}"
 
+
 # What a resumed run must share with the one that wrote the directory, and what changes
 # it (run directories written before a key existed lack it).
+def _with_default_family(run_config: Mapping[str, Any]) -> dict[str, Any]:
+    """`run_config` with its model's family named (runs from before families are ConvS2S)."""
+    run_config = dict(run_config)
+    if isinstance(run_config.get("model"), Mapping):
+        run_config["model"] = {FAMILY_KEY: DEFAULT_FAMILY, **run_config["model"]}
+    return run_config
+
+
 _RUN_IDENTITY = {
     "model": "another model (`preset` and the model settings)",
     "data_fingerprint": "other prepared data (`data_dir` and its preparation settings)",
@@ -303,7 +313,8 @@ class RunDirectory:
         """
         if not tf.io.gfile.exists(self.config_path):
             return
-        existing = self.read_config()
+        existing = _with_default_family(self.read_config())
+        run_config = _with_default_family(run_config)
         for key, what in _RUN_IDENTITY.items():
             if key in existing and key in run_config and existing[key] != run_config[key]:
                 raise ValueError(

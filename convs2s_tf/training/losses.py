@@ -101,7 +101,7 @@ def batch_loss_sums(model, batch, label_smoothing, training, static_shapes=False
     be wasted work), their row count rounded up to a `TOKEN_BUCKET` multiple.
 
     Args:
-        model: A built `ConvS2S`.
+        model: A built model of any family (`convs2s_tf.models.families.TranslationModel`).
         batch: Dict of `[batch, time]` int32 `source`, `target_input` and `target` ids.
         label_smoothing: `eps`.
         training: Whether dropout is active.
@@ -111,20 +111,19 @@ def batch_loss_sums(model, batch, label_smoothing, training, static_shapes=False
     Returns:
         `(loss_sum, nll_sum, num_tokens)`, float32 scalars.
     """
-    decoder = model.decoder
-    encoder_output = model.encode(batch["source"], training=training)
-    features = decoder.features(batch["target_input"], encoder_output, training=training)
+    features = model.output_features(batch, training=training)
+    pad_id = model.decoder.pad_id
     targets = batch["target"]
     if static_shapes:
         rows = tf.reshape(features, [-1, features.shape[-1]])
         targets = tf.reshape(targets, [-1])
-        weights = tf.cast(tf.not_equal(targets, decoder.pad_id), tf.float32)
+        weights = tf.cast(tf.not_equal(targets, pad_id), tf.float32)
         num_tokens = tf.reduce_sum(weights)
     else:
         # gather_nd rather than boolean_mask: its gradient is one dense scatter, where
         # boolean_mask's is a segment sum, a visible part of a bfloat16 step. The extra rows
         # of the bucket repeat position (0, 0) and weigh 0.
-        positions = tf.where(tf.not_equal(targets, decoder.pad_id))
+        positions = tf.where(tf.not_equal(targets, pad_id))
         count = tf.shape(positions)[0]
         padding = bucketed_token_count(count) - count
         positions = tf.pad(positions, [[0, padding], [0, 0]])
@@ -132,6 +131,6 @@ def batch_loss_sums(model, batch, label_smoothing, training, static_shapes=False
         rows = tf.gather_nd(features, positions)
         targets = tf.gather_nd(targets, positions)
         num_tokens = tf.cast(count, tf.float32)
-    logits, bias = decoder.unbiased_output_logits(rows)
+    logits, bias = model.unbiased_output_logits(rows)
     loss_sum, nll_sum = fused_token_losses(logits, bias, targets, weights, label_smoothing)
     return loss_sum, nll_sum, num_tokens

@@ -16,7 +16,7 @@ from convs2s_tf.data.tokenizer import Tokenizer
 from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.evaluation import corpus_scores
 from convs2s_tf.inference import CheckpointTranslator
-from convs2s_tf.models import ConvS2S
+from convs2s_tf.models.families import build_model
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.runs.averaging import write_averaged_checkpoint
 from convs2s_tf.training.strategies import create_strategy
@@ -104,7 +104,7 @@ def run_training(
         **eval_dataset_kwargs,
     ).dataset
     trainer = Trainer(
-        lambda: ConvS2S(**model_config),
+        lambda: build_model(model_config),
         training_config,
         model_dir,
         strategy,

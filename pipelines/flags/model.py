@@ -13,13 +13,24 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     position tables' sizes."""
     if "preset" in flag_values:
         return
-    from convs2s_tf.models import list_presets
+    from convs2s_tf.models.families import DEFAULT_FAMILY, get_family, list_families
 
+    flags.DEFINE_enum(
+        "family",
+        DEFAULT_FAMILY,
+        list_families(),
+        "Model family (convs2s_tf/models/families.py); --preset names one of its presets.",
+        flag_values=flag_values,
+    )
+    presets = sorted(
+        {name for family in list_families() for name in get_family(family).list_presets()}
+    )
     flags.DEFINE_enum(
         "preset",
         "multi30k_cpu",
-        list_presets(),
-        "Architecture preset (convs2s_tf/models/presets.py); the flags below override fields.",
+        presets,
+        "Architecture preset (convs2s_tf/models/convs2s/presets.py); the flags below "
+        "override fields.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
@@ -111,10 +122,17 @@ _MODEL_OVERRIDES = (
 def model_config_from_flags(
     vocab_size: int, flag_values: flags.FlagValues = FLAGS
 ) -> dict[str, Any]:
-    """`ConvS2S` constructor arguments: the preset, overridden by the flags that are set."""
-    from convs2s_tf.models import ConvS2S, get_preset
+    """The model config (`config.json`'s "model"): the family, its preset's constructor
+    arguments overridden by the flags that are set."""
+    from convs2s_tf.models.families import get_family, with_family
 
-    config = get_preset(flag_values.preset)
+    family = get_family(flag_values.family)
+    if flag_values.preset not in family.list_presets():
+        raise flags.ValidationError(
+            f"--preset={flag_values.preset} is not a preset of --family={family.name} "
+            f"(its presets: {', '.join(family.list_presets())})."
+        )
+    config = family.get_preset(flag_values.preset)
     for name in _MODEL_OVERRIDES:
         value = flag_values[name].value
         if value is not None:
@@ -127,9 +145,9 @@ def model_config_from_flags(
     )
     try:
         # Validates the combination (specs, shared embedding sizes, ...) without building.
-        config = ConvS2S(**config).get_config()
+        config = family.model_class(**config).get_config()
     except ValueError as error:
         raise flags.ValidationError(f"Invalid model flags: {error}") from None
     for key in ("name", "trainable", "dtype"):
         config.pop(key, None)
-    return config
+    return with_family(family.name, config)

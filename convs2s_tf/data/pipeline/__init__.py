@@ -14,7 +14,8 @@ Evaluation batches add "source_text" and "reference_text" (tf.string [B], for BL
 Training reads the prepared TFRecord shards (`TrainingData`): shards by file per worker
 -> seeded shuffle of blocks of records -> parse each block, append `</s>`, assign
 buckets -> cut the block into batches per bucket under the token budget, dropping the
-pairs longer than the model's positions -> epochs one after another in one dataset. Batch counts come from the lengths index.
+pairs longer than the model's positions -> epochs one after another in one dataset.
+Batch counts come from the lengths index.
 Evaluation reads a split's shards (`make_shard_eval_dataset`) or tokenises text files
 in-graph (`make_eval_dataset`, cached after its counting pass); pairs too long are
 truncated instead of dropped, so every reference is kept.

@@ -15,8 +15,8 @@ from convs2s_tf.layers import (
     RandomBitsDropout,
     WeightNormDense,
 )
-from convs2s_tf.models.conv_block import ConvBlock
-from convs2s_tf.models.layer_spec import (
+from convs2s_tf.models.convs2s.conv_block import ConvBlock
+from convs2s_tf.models.convs2s.layer_spec import (
     format_layer_spec,
     normalise_layer_spec,
     parse_attention_spec,

@@ -10,8 +10,8 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import GradientScale, WeightNormDense
-from convs2s_tf.models.conv_stack import ConvStack
-from convs2s_tf.models.encoder_output import EncoderOutput
+from convs2s_tf.models.convs2s.conv_stack import ConvStack
+from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.vocabulary import PAD_ID
 
 

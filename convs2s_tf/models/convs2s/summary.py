@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from convs2s_tf.models.convs2s import ConvS2S
+from convs2s_tf.models.convs2s.convs2s import ConvS2S
 
 
 def _count(variables: Iterable[Any]) -> int:

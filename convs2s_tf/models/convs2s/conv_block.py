@@ -16,7 +16,7 @@ from convs2s_tf.layers import (
     WeightNormConv1D,
     WeightNormDense,
 )
-from convs2s_tf.models.encoder_output import EncoderOutput
+from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")

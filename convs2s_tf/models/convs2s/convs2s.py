@@ -8,10 +8,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.models.conv_decoder import ConvDecoder
-from convs2s_tf.models.conv_encoder import ConvEncoder
-from convs2s_tf.models.encoder_output import EncoderOutput
-from convs2s_tf.models.layer_spec import normalise_layer_spec, parse_attention_spec
+from convs2s_tf.models.convs2s.conv_decoder import ConvDecoder
+from convs2s_tf.models.convs2s.conv_encoder import ConvEncoder
+from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
+from convs2s_tf.models.convs2s.layer_spec import normalise_layer_spec, parse_attention_spec
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 
@@ -126,8 +126,8 @@ class ConvS2S(keras.Model):
     def from_preset(
         cls, preset: str, source_vocab_size: int, target_vocab_size: int, **overrides: Any
     ) -> ConvS2S:
-        """Builds a model from a named architecture (see `convs2s_tf.models.presets`)."""
-        from convs2s_tf.models.presets import get_preset
+        """Builds a model from a named architecture (see `convs2s_tf.models.convs2s.presets`)."""
+        from convs2s_tf.models.convs2s.presets import get_preset
 
         config = dict(get_preset(preset))
         config.update(overrides)
@@ -157,6 +157,17 @@ class ConvS2S(keras.Model):
             training=training,
             return_attention=return_attention,
         )
+
+    def output_features(self, inputs: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+        """The inputs of the vocabulary projection, `[B, T, decoder_out_embed_dim]`: a loss
+        projects only the rows of real tokens (`unbiased_output_logits`)."""
+        encoder_output = self.encoder(inputs["source"], training=training)
+        return self.decoder.features(inputs["target_input"], encoder_output, training=training)
+
+    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(logits, bias)` of `[tokens, decoder_out_embed_dim]` features: the product in
+        the compute dtype and the float32 output bias still to be added."""
+        return self.decoder.unbiased_output_logits(features)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -1,0 +1,101 @@
+"""What the search needs of a model: the step-by-step decoder contract.
+
+Any model family whose model satisfies `SearchableModel` is searched, ensembled,
+compiled into buckets and exported by the code of `convs2s_tf.decoding` and
+`convs2s_tf.export` unchanged. The contract:
+
+- `encode(source)` gives one encoder row per sentence (a nest of `[sentences, ...]`
+  tensors); the search never repeats it per hypothesis, `step` reads row
+  `hypothesis // beam_size`.
+- `decoder.initial_state(batch)` gives the incremental state: a nest of tensors whose
+  leaves are `[batch, ...]` with every other dimension fixed for the whole search (the
+  search reorders them with one gather on the first axis per step, and XLA compiles a
+  bucket once).
+- `decoder.step(tokens, step, state, encoder_output, beam_size, output_subset)` decodes
+  one position for every hypothesis, reading only the state (never earlier positions
+  again) and returns `(logits, attention, state)`.
+- `decoder.select_outputs(ids, valid)` (for shortlists) returns an `output_subset` that
+  makes `step` score only those target ids' columns.
+
+`tests/helpers/decoder_contract.py` checks a family against this contract: stepping
+equals the parallel pass at every position, and reordering the state reorders the
+hypotheses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import tensorflow as tf
+
+
+@runtime_checkable
+class IncrementalDecoder(Protocol):
+    """A decoder that the beam search steps one position at a time.
+
+    Attributes:
+        vocab_size: the target vocabulary (columns of the logits).
+        pad_id: the padding id.
+        max_length: the most positions the decoder can take (its position table).
+    """
+
+    vocab_size: int
+    pad_id: int
+    max_length: int
+
+    def initial_state(self, batch_size: int | tf.Tensor) -> Any:
+        """Returns the state before the first step: a nest of `[batch_size, ...]` tensors
+        of shapes fixed for the whole search."""
+
+    def step(
+        self,
+        tokens: tf.Tensor,
+        step: int | tf.Tensor,
+        incremental_state: Any,
+        encoder_output: Any,
+        beam_size: int = 1,
+        output_subset: Any = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, Any]:
+        """Decodes position `step` for every hypothesis.
+
+        Args:
+            tokens: `[batch]` int, each hypothesis' previous token (`</s>` at step 0).
+            step: scalar int, the 0-based position of `tokens`.
+            incremental_state: `initial_state`'s nest, or the previous step's.
+            encoder_output: `encode`'s nest, one row per `beam_size` hypotheses.
+            beam_size: hypotheses per sentence.
+            output_subset: None (the whole vocabulary) or `select_outputs`' result.
+
+        Returns:
+            `(logits, attention, incremental_state)`: float32 `[batch, columns]`, float32
+            `[batch, source]` (zeros for a decoder without attention) and the new state,
+            of the same structure and shapes.
+        """
+
+
+@runtime_checkable
+class ShortlistDecoder(IncrementalDecoder, Protocol):
+    """An `IncrementalDecoder` that can score a subset of the target vocabulary."""
+
+    def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> Any:
+        """Returns the `output_subset` of target `ids` (`[columns]`, `valid` marking the
+        real ones) for `step`."""
+
+
+@runtime_checkable
+class SourceEncoder(Protocol):
+    """What the search reads of an encoder: its vocabulary and its longest input."""
+
+    vocab_size: int
+    max_length: int
+
+
+@runtime_checkable
+class SearchableModel(Protocol):
+    """A model the search, ensembles and exports can decode."""
+
+    encoder: SourceEncoder
+    decoder: IncrementalDecoder
+
+    def encode(self, source: tf.Tensor, training: bool = False) -> Any:
+        """Returns the encoder output of `[sentences, source]` ids: one row a sentence."""
