@@ -1,0 +1,123 @@
+"""SliceNet's and PoseNet's convolution box: ReLU, mask, separable convolution, norm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from convs2s_tf.layers.separable_conv1d import SeparableConv1D
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class ConvBox(keras.layers.Layer):
+    """A sequence of separable convolutions, each `LayerNorm(conv(mask * ReLU(x)))`.
+
+    tensor2tensor's `conv_block_internal` as SliceNet uses it: before each convolution
+    a ReLU and the padding mask (`padding_mask`, `[batch, time]`, 1 at real tokens: padding
+    never leaks into real positions), after it a
+    layer normalisation (epsilon 1e-6). The convolutions have no bias. With `"causal"`
+    padding the box steps one position at a time from one window per convolution
+    (`initial_state`, `step`), equal to the parallel call.
+
+    Args:
+        filters: Channels of every convolution's output.
+        convolutions: `(kernel_size, dilation_rate)` of each convolution, in order.
+        padding: `"same"` or `"causal"`.
+        groups: Channel groups of every convolution's pointwise map.
+        epsilon: The layer normalisations' epsilon.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Example:
+
+    >>> box = ConvBox(filters=8, convolutions=[(3, 1), (7, 2)], padding="causal")
+    >>> box(tf.ones([2, 5, 8])).shape
+    TensorShape([2, 5, 8])
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        convolutions: Sequence[Sequence[int]],
+        padding: str = "same",
+        groups: int = 1,
+        epsilon: float = 1e-6,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not convolutions:
+            raise ValueError("A ConvBox needs at least one convolution.")
+        self.filters = int(filters)
+        self.convolutions = [(int(k), int(r)) for k, r in convolutions]
+        self.padding = padding
+        self.groups = int(groups)
+        self.epsilon = float(epsilon)
+        self.convs = [
+            SeparableConv1D(
+                self.filters,
+                k,
+                dilation_rate=r,
+                padding=padding,
+                groups=self.groups,
+                name=f"conv_{i}",
+            )
+            for i, (k, r) in enumerate(self.convolutions)
+        ]
+        self.norms = [
+            keras.layers.LayerNormalization(epsilon=self.epsilon, name=f"norm_{i}")
+            for i in range(len(self.convs))
+        ]
+        # `tf.train.Checkpoint` does not look into Python lists of layers.
+        for index, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+            self._track_trackable(conv, name=f"conv_{index}")
+            self._track_trackable(norm, name=f"norm_{index}")
+
+    def build(self, input_shape: Sequence[int | None]) -> None:
+        shape = tuple(input_shape)
+        for conv, norm in zip(self.convs, self.norms):
+            conv.build(shape)
+            shape = shape[:-1] + (self.filters,)
+            norm.build(shape)
+
+    def call(self, inputs: tf.Tensor, padding_mask: tf.Tensor | None = None) -> tf.Tensor:
+        x = inputs
+        for conv, norm in zip(self.convs, self.norms):
+            x = tf.nn.relu(x)
+            if padding_mask is not None:
+                x *= tf.cast(padding_mask, x.dtype)[..., None]
+            x = norm(conv(x))
+        return x
+
+    def initial_state(self, batch_size: int | tf.Tensor, channels: int) -> tuple[tf.Tensor, ...]:
+        """Returns one zero window per convolution (the causal padding)."""
+        widths = [channels] + [self.filters] * (len(self.convs) - 1)
+        return tuple(conv.initial_window(batch_size, c) for conv, c in zip(self.convs, widths))
+
+    def step(
+        self, inputs: tf.Tensor, state: Sequence[tf.Tensor]
+    ) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+        """Returns `(output, state)` of one causal position (`inputs`: `[batch, 1, c]`)."""
+        x, windows = inputs, []
+        for conv, norm, window in zip(self.convs, self.norms, state):
+            x, window = conv.step(tf.nn.relu(x), window)
+            x = norm(x)
+            windows.append(window)
+        return x, tuple(windows)
+
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
+        return tuple(input_shape[:-1]) + (self.filters,)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "convolutions": [list(c) for c in self.convolutions],
+                "padding": self.padding,
+                "groups": self.groups,
+                "epsilon": self.epsilon,
+            }
+        )
+        return config

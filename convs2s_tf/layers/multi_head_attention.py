@@ -1,0 +1,180 @@
+"""Multi-head dot-product attention with a fixed-shape cache for step-by-step decoding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
+
+# Added to the logits of positions a query must not see (padding, the future).
+_MASKED = -1e9
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention over `num_heads` heads, as PoseNet and the Transformer
+    use it: dense query, key, value and output maps with biases, queries scaled by
+    `head_dim ** -0.5`, masked positions at -1e9, dropout on the attention weights.
+
+    For decoding, the memory side is separate from the query side:
+
+    - cross-attention: `project_memory(memory)` once per sentence (in the model's
+      `encode`), then `attend_memory` for each step's queries, grouped `beam_size` a
+      sentence, so the projected memory is never repeated per hypothesis;
+    - causal self-attention: `initial_cache(batch, length)` gives zero key and value
+      buffers `[batch, length, width]` and `step` writes the current position's key and
+      value at column `step` and attends to columns `0..step`; the buffers keep one
+      shape for the whole search (XLA compiles a bucket once; the search reorders them
+      with the hypotheses).
+
+    Args:
+        num_heads: Attention heads (the width must divide by it).
+        dropout: Drop probability of the attention weights.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Example:
+
+    >>> attention = MultiHeadAttention(num_heads=2)
+    >>> attention(tf.ones([2, 3, 8]), tf.ones([2, 5, 8])).shape
+    TensorShape([2, 3, 8])
+    """
+
+    def __init__(self, num_heads: int, dropout: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if int(num_heads) < 1:
+            raise ValueError(f"num_heads must be >= 1, got {num_heads}.")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}.")
+        self.num_heads = int(num_heads)
+        self.dropout = float(dropout)
+        self.dropout_layer = RandomBitsDropout(self.dropout)
+        self.width = 0
+
+    def build(self, query_shape: Sequence[int | None], memory_shape: Any = None) -> None:
+        width = query_shape[-1]
+        if width is None:
+            raise ValueError("MultiHeadAttention needs queries with a known width.")
+        self.width = width
+        if self.width % self.num_heads:
+            raise ValueError(f"Width {self.width} does not split into {self.num_heads} heads.")
+        memory_width = self.width if memory_shape is None else int(memory_shape[-1])
+        self.query_map = keras.layers.Dense(self.width, name="query")
+        self.key_map = keras.layers.Dense(self.width, name="key")
+        self.value_map = keras.layers.Dense(self.width, name="value")
+        self.output_map = keras.layers.Dense(self.width, name="output")
+        self.query_map.build((None, self.width))
+        self.key_map.build((None, memory_width))
+        self.value_map.build((None, memory_width))
+        self.output_map.build((None, self.width))
+
+    def call(
+        self,
+        query: tf.Tensor,
+        memory: tf.Tensor | None = None,
+        padding_mask: tf.Tensor | None = None,
+        causal: bool = False,
+        training: bool = False,
+        return_weights: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        """Attends `query` `[B, Tq, d]` to `memory` `[B, Tk, d_m]` (None: to itself);
+        `padding_mask` `[B, Tk]` is 1 at real memory positions; `causal` hides later
+        positions (self-attention). `return_weights` adds the head-averaged weights."""
+        keys, values = self.project_memory(query if memory is None else memory)
+        bias = self.padding_bias(padding_mask, tf.shape(keys)[2], keys.dtype)
+        if causal:
+            length = tf.shape(query)[1]
+            visible = tf.linalg.band_part(tf.ones([length, length]), -1, 0)
+            bias += tf.cast((1.0 - visible) * _MASKED, bias.dtype)[None, None]
+        return self._attend(
+            self._heads(self.query_map(query)), keys, values, bias, training, return_weights
+        )
+
+    def project_memory(self, memory: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns the keys and values of `memory`, `[B, heads, Tk, head_dim]` each."""
+        return self._heads(self.key_map(memory)), self._heads(self.value_map(memory))
+
+    def padding_bias(self, padding_mask: tf.Tensor | None, length: Any, dtype: Any) -> tf.Tensor:
+        """Returns the logit bias `[B or 1, 1, 1, Tk]` of a memory padding mask."""
+        if padding_mask is None:
+            return tf.zeros([1, 1, 1, length], dtype)
+        return tf.cast((1.0 - tf.cast(padding_mask, tf.float32)) * _MASKED, dtype)[:, None, None]
+
+    def attend_memory(
+        self,
+        query: tf.Tensor,
+        keys: tf.Tensor,
+        values: tf.Tensor,
+        bias: tf.Tensor,
+        beam_size: int = 1,
+        return_weights: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        """Cross-attention of one step: `query` `[B * beam_size, 1, d]` attends to the
+        projected memory of its sentence (`project_memory`, one row a sentence)."""
+        grouped = tf.reshape(query, [-1, beam_size, self.width])
+        result = self._attend(
+            self._heads(self.query_map(grouped)), keys, values, bias, False, return_weights
+        )
+        if return_weights:
+            output, weights = result
+            return tf.reshape(output, [-1, 1, self.width]), tf.reshape(
+                weights, [-1, 1, tf.shape(weights)[-1]]
+            )
+        return tf.reshape(result, [-1, 1, self.width])
+
+    def initial_cache(self, batch_size: int | tf.Tensor, length: int | tf.Tensor) -> dict:
+        """Returns zero key and value buffers `[batch, length, width]` for `step`."""
+        zeros = tf.zeros([batch_size, length, self.width], self.compute_dtype)
+        return {"keys": zeros, "values": zeros}
+
+    def step(self, query: tf.Tensor, cache: dict, step: int | tf.Tensor) -> tuple[tf.Tensor, dict]:
+        """Causal self-attention of position `step`: `query` `[batch, 1, d]`; returns the
+        `[batch, 1, d]` output and the buffers with this position's key and value."""
+        length = tf.shape(cache["keys"])[1]
+        column = tf.one_hot(step, length, dtype=cache["keys"].dtype)[None, :, None]
+        cache = {
+            "keys": cache["keys"] + column * self.key_map(query),
+            "values": cache["values"] + column * self.value_map(query),
+        }
+        hidden = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
+        bias = tf.cast(hidden, cache["keys"].dtype)[None, None, None]
+        output = self._attend(
+            self._heads(self.query_map(query)),
+            self._heads(cache["keys"]),
+            self._heads(cache["values"]),
+            bias,
+            False,
+            False,
+        )
+        return output, cache
+
+    def _heads(self, x: tf.Tensor) -> tf.Tensor:
+        """`[B, T, d]` -> `[B, heads, T, head_dim]`."""
+        shape = tf.shape(x)
+        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.width // self.num_heads])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def _attend(self, queries, keys, values, bias, training, return_weights):
+        scale = (self.width // self.num_heads) ** -0.5
+        logits = tf.matmul(queries * tf.cast(scale, queries.dtype), keys, transpose_b=True)
+        weights = tf.nn.softmax(tf.cast(logits, tf.float32) + tf.cast(bias, tf.float32))
+        dropped = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
+        context = tf.transpose(tf.matmul(dropped, values), [0, 2, 1, 3])
+        shape = tf.shape(context)
+        output = self.output_map(tf.reshape(context, [shape[0], shape[1], self.width]))
+        if return_weights:
+            return output, tf.reduce_mean(weights, axis=1)
+        return output
+
+    def compute_output_shape(
+        self, query_shape: Sequence[int | None], memory_shape: Any = None
+    ) -> tuple[int | None, ...]:
+        return tuple(query_shape)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update({"num_heads": self.num_heads, "dropout": self.dropout})
+        return config

@@ -1,0 +1,169 @@
+"""Depthwise-separable 1-D convolution with dilation, channel groups and a causal step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+_PADDINGS = ("same", "causal")
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class SeparableConv1D(keras.layers.Layer):
+    """A depthwise convolution over time, then a pointwise map across channels.
+
+    The convolution of SliceNet's and PoseNet's convolution boxes (tensor2tensor's
+    `subseparable_conv`): each input channel is convolved over time with its own kernel
+    of `kernel_size` taps spaced `dilation_rate` apart, then a 1x1 map mixes channels.
+    With `groups` > 1 ("super-separable") the channels are split into `groups` equal
+    parts, each with its own pointwise map to `filters / groups` outputs, concatenated:
+    `groups` times fewer pointwise weights.
+
+    `"causal"` padding puts the `(kernel_size - 1) * dilation_rate` zeros on the left,
+    so output `t` sees inputs up to `t` only, and `step` decodes one position from a
+    window of that many past inputs (`initial_window`: zeros, as the padding). `"same"`
+    splits the padding between both sides (the extra zero on the right).
+
+    Args:
+        filters: Output channels (divisible by `groups`).
+        kernel_size: Taps of the depthwise kernel.
+        dilation_rate: Spacing of the taps.
+        padding: `"same"` or `"causal"`.
+        groups: Channel groups of the pointwise map (input channels divisible by it).
+        use_bias: Add a bias after the pointwise map (SliceNet's boxes have none).
+        kernel_initializer: Initialiser of both kernels.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+
+    Example:
+
+    >>> conv = SeparableConv1D(filters=8, kernel_size=3, dilation_rate=2, padding="causal")
+    >>> conv(tf.ones([2, 5, 4])).shape
+    TensorShape([2, 5, 8])
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int,
+        dilation_rate: int = 1,
+        padding: str = "same",
+        groups: int = 1,
+        use_bias: bool = False,
+        kernel_initializer: Any = "glorot_uniform",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if padding not in _PADDINGS:
+            raise ValueError(f"padding must be one of {_PADDINGS}, got {padding!r}.")
+        for name, value in (("kernel_size", kernel_size), ("dilation_rate", dilation_rate)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}.")
+        if int(groups) < 1 or int(filters) % int(groups):
+            raise ValueError(f"filters={filters} must split into groups={groups}.")
+        self.filters = int(filters)
+        self.kernel_size = int(kernel_size)
+        self.dilation_rate = int(dilation_rate)
+        self.padding = padding
+        self.groups = int(groups)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    @property
+    def window_length(self) -> int:
+        """Past inputs a causal step needs: `(kernel_size - 1) * dilation_rate`."""
+        return (self.kernel_size - 1) * self.dilation_rate
+
+    def build(self, input_shape: Sequence[int | None]) -> None:
+        channels = input_shape[-1]
+        if channels is None:
+            raise ValueError("SeparableConv1D needs inputs with a known channel dimension.")
+        if channels % self.groups:
+            raise ValueError(f"{channels} input channels do not split into {self.groups} groups.")
+        self.depthwise_kernel = self.add_weight(
+            name="depthwise_kernel",
+            shape=(self.kernel_size, channels),
+            initializer=self.kernel_initializer,
+        )
+        self.pointwise_kernel = self.add_weight(
+            name="pointwise_kernel",
+            shape=(self.groups, channels // self.groups, self.filters // self.groups),
+            initializer=self.kernel_initializer,
+        )
+        self.bias = (
+            self.add_weight(name="bias", shape=(self.filters,), initializer="zeros")
+            if self.use_bias
+            else None
+        )
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        total = self.window_length
+        left = total if self.padding == "causal" else total // 2
+        padded = tf.pad(inputs, [[0, 0], [left, total - left], [0, 0]])
+        kernel = tf.cast(self.depthwise_kernel, self.compute_dtype)
+        # [batch, 1, time, channels] for the 2-D depthwise op, dilated over time.
+        depthwise = tf.nn.depthwise_conv2d(
+            padded[:, None],
+            kernel[None, :, :, None],
+            strides=[1, 1, 1, 1],
+            padding="VALID",
+            dilations=[1, self.dilation_rate],
+        )[:, 0]
+        return self._pointwise(depthwise)
+
+    def _pointwise(self, depthwise: tf.Tensor) -> tf.Tensor:
+        """The grouped 1x1 map of `[..., channels]` to `[..., filters]`."""
+        shape = tf.shape(depthwise)
+        grouped = tf.reshape(depthwise, tf.concat([shape[:-1], [self.groups, -1]], 0))
+        kernel = tf.cast(self.pointwise_kernel, self.compute_dtype)
+        outputs = tf.einsum("...gc,gcf->...gf", grouped, kernel)
+        outputs = tf.reshape(outputs, tf.concat([shape[:-1], [self.filters]], 0))
+        if self.bias is not None:
+            outputs += tf.cast(self.bias, self.compute_dtype)
+        return outputs
+
+    def initial_window(self, batch_size: int | tf.Tensor, channels: int) -> tf.Tensor:
+        """Returns the window before the first causal step: `[batch, window_length,
+        channels]` zeros (the left padding)."""
+        return tf.zeros([batch_size, self.window_length, channels], self.compute_dtype)
+
+    def step(self, inputs: tf.Tensor, window: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns `(output, window)` of one causal position.
+
+        Args:
+            inputs: `[batch, 1, channels]`, the input at this position.
+            window: `[batch, window_length, channels]`, the previous inputs.
+
+        Returns:
+            The `[batch, 1, filters]` output and the window shifted by one.
+
+        Raises:
+            ValueError: for a `"same"` convolution, which needs later inputs.
+        """
+        if self.padding != "causal":
+            raise ValueError("Only a causal SeparableConv1D can step.")
+        history = tf.concat([window, tf.cast(inputs, window.dtype)], axis=1)
+        taps = history[:, :: self.dilation_rate]  # kernel_size rows, oldest first
+        kernel = tf.cast(self.depthwise_kernel, self.compute_dtype)
+        depthwise = tf.reduce_sum(taps * kernel, axis=1, keepdims=True)
+        return self._pointwise(depthwise), history[:, 1:]
+
+    def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
+        return tuple(input_shape[:-1]) + (self.filters,)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "kernel_size": self.kernel_size,
+                "dilation_rate": self.dilation_rate,
+                "padding": self.padding,
+                "groups": self.groups,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,73 @@
+"""Tests of `SeparableConv1D`."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.layer_test import run_layer_test
+
+from convs2s_tf.layers import SeparableConv1D
+
+
+def reference(inputs, depthwise, pointwise, dilation, padding):
+    """numpy: depthwise taps, then the grouped pointwise map."""
+    kernel_size, channels = depthwise.shape
+    groups = pointwise.shape[0]
+    total = (kernel_size - 1) * dilation
+    left = total if padding == "causal" else total // 2
+    padded = np.pad(inputs, [(0, 0), (left, total - left), (0, 0)])
+    time = inputs.shape[1]
+    depth = np.zeros_like(inputs)
+    for t in range(time):
+        for j in range(kernel_size):
+            depth[:, t] += padded[:, t + j * dilation] * depthwise[j]
+    parts = np.split(depth, groups, axis=-1)
+    return np.concatenate([part @ pointwise[g] for g, part in enumerate(parts)], axis=-1)
+
+
+@pytest.mark.parametrize(
+    "init_kwargs",
+    [
+        {"filters": 6, "kernel_size": 3, "padding": "causal", "dilation_rate": 2},
+        {"filters": 6, "kernel_size": 3, "padding": "causal", "groups": 3, "use_bias": True},
+    ],
+    ids=["dilated", "grouped_bias"],
+)
+def test_layer_contract_and_causal_step(init_kwargs):
+    inputs = tf.random.stateless_normal([2, 7, 6], seed=[1, 2])
+    run_layer_test(
+        SeparableConv1D,
+        init_kwargs,
+        inputs,
+        expected_output_shape=(2, 7, 6),
+        expected_num_trainable_weights=3 if init_kwargs.get("use_bias") else 2,
+        initial_state_fn=lambda layer: layer.initial_window(2, 6),
+        step_fn=lambda layer, t, window: layer.step(inputs[:, t : t + 1], window),
+        mixed_precision_output_dtype="bfloat16",
+    )
+
+
+@pytest.mark.parametrize("padding", ["same", "causal"])
+@pytest.mark.parametrize("groups, dilation", [(1, 1), (2, 3)])
+def test_matches_the_definition(padding, groups, dilation, rng):
+    layer = SeparableConv1D(
+        4, kernel_size=4, dilation_rate=dilation, padding=padding, groups=groups
+    )
+    inputs = rng.normal(size=[2, 9, 6]).astype("float32")
+    outputs = layer(inputs).numpy()
+    expected = reference(
+        inputs, layer.depthwise_kernel.numpy(), layer.pointwise_kernel.numpy(), dilation, padding
+    )
+    np.testing.assert_allclose(outputs, expected, atol=1e-5)
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="padding must be one of"):
+        SeparableConv1D(4, 3, padding="valid")
+    with pytest.raises(ValueError, match="groups=3"):
+        SeparableConv1D(4, 3, groups=3)
+    with pytest.raises(ValueError, match="do not split into 2 groups"):
+        SeparableConv1D(4, 3, groups=2)(tf.ones([1, 2, 3]))
+    with pytest.raises(ValueError, match="Only a causal"):
+        layer = SeparableConv1D(4, 3)
+        layer.build([None, None, 4])
+        layer.step(tf.ones([1, 1, 4]), tf.zeros([1, 2, 4]))
