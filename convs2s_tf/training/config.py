@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 
+from convs2s_tf.training.warmup import WARMUPS
+
 
 @dataclasses.dataclass
 class TrainingConfig:
     """How to train; the defaults are the paper's (section 4.2).
 
     Attributes:
-        learning_rate: Initial learning rate of Nesterov SGD.
+        optimizer: "nag" (Nesterov SGD, the paper's) or "adam" (Adam, AdamW with
+            `weight_decay`: the Transformer's and SliceNet's).
+        learning_rate: Initial (peak) learning rate.
         momentum: Nesterov momentum.
+        adam_beta1: Adam's first-moment decay.
+        adam_beta2: Adam's second-moment decay.
+        adam_epsilon: Adam's epsilon.
+        weight_decay: Decoupled weight decay per update, times the rate (0: none).
+        warmup: The learning rate's warm-up: "none", "exponential" or "noam"
+            (`convs2s_tf.training.warmup`).
+        warmup_steps: Updates of the warm-up.
         clip_norm: Gradients are renormalised when their global norm exceeds this
             (0 disables).
         label_smoothing: Label smoothing `eps`.
@@ -42,8 +53,15 @@ class TrainingConfig:
         seed: Seed of initialisation, dropout and shuffling.
     """
 
+    optimizer: str = "nag"
     learning_rate: float = 0.25
     momentum: float = 0.99
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    warmup: str = "none"
+    warmup_steps: int = 4000
     clip_norm: float = 0.1
     label_smoothing: float = 0.1
     lr_shrink: float = 0.1
@@ -70,7 +88,16 @@ class TrainingConfig:
     def validate(self) -> TrainingConfig:
         """Raises ValueError naming the first inconsistent field."""
         checks = [
+            (self.optimizer in ("nag", "adam"), "optimizer must be nag or adam"),
             (self.learning_rate > 0, "learning_rate must be positive"),
+            (
+                0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1,
+                "adam_beta1 and adam_beta2 must be in [0, 1)",
+            ),
+            (self.adam_epsilon > 0, "adam_epsilon must be positive"),
+            (self.weight_decay >= 0, "weight_decay must be >= 0"),
+            (self.warmup in WARMUPS, f"warmup must be one of {', '.join(WARMUPS)}"),
+            (self.warmup_steps >= 1, "warmup_steps must be >= 1"),
             (0 <= self.momentum < 1, "momentum must be in [0, 1)"),
             (self.clip_norm >= 0, "clip_norm must be >= 0"),
             (0 <= self.label_smoothing < 1, "label_smoothing must be in [0, 1)"),

@@ -9,6 +9,7 @@ import tensorflow as tf
 from convs2s_tf.training.loss_scaling import DynamicLossScale
 from convs2s_tf.training.losses import batch_loss_sums
 from convs2s_tf.training.training_state import TrainingState
+from convs2s_tf.training.warmup import warmup_factor
 
 if TYPE_CHECKING:
     import keras
@@ -116,6 +117,11 @@ class TrainingSteps:
             scale *= tf.minimum(1.0, self.config.clip_norm / gradient_norm)
         gradients = [g * scale for g in gradients]
         finite = tf.math.is_finite(sums[0]) & tf.math.is_finite(gradient_norm)
+
+        if self.config.warmup != "none":
+            # The update's rate: the run's (peak) rate times the warm-up's factor.
+            factor = warmup_factor(self.config.warmup, self.state.step, self.config.warmup_steps)
+            self.optimizer.learning_rate.assign(self.state.learning_rate * factor)
 
         def apply():
             self.optimizer.apply(gradients, self.model.trainable_variables)

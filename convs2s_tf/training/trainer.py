@@ -16,8 +16,8 @@ from convs2s_tf.runs import RunDirectory
 from convs2s_tf.training.checkpointing import TrainingCheckpoints
 from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, cluster_size
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
-from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.loss_scaling import DynamicLossScale
+from convs2s_tf.training.optimizers import make_optimizer
 from convs2s_tf.training.plateau import (
     PlateauSchedule,
     anneal_learning_rate,
@@ -113,9 +113,7 @@ class Trainer:
         with strategy.scope():
             self.model = model_fn()
             self.model(self.model.dummy_inputs())
-            self.optimizer = FusedSGD(
-                learning_rate=config.learning_rate, momentum=config.momentum, nesterov=True
-            )
+            self.optimizer = make_optimizer(config)
             # Keras 3 creates slots lazily; they must exist before the first traced step.
             self.loss_scale = (
                 DynamicLossScale(self.optimizer) if config.dtype == "float16" else None

@@ -96,8 +96,15 @@ _DEFINE = {
 
 # (flag, TrainingConfig field, help); the defaults are the dataclass's.
 _TRAINING_FLAGS = (
-    ("learning_rate", "learning_rate", "Initial learning rate of Nesterov SGD (paper: 0.25)."),
+    ("optimizer", "optimizer", "nag (Nesterov SGD, the paper's) or adam (Adam; AdamW with decay)."),
+    ("learning_rate", "learning_rate", "Initial (peak) learning rate (paper, NAG: 0.25)."),
     ("momentum", "momentum", "Nesterov momentum (paper: 0.99)."),
+    ("adam_beta1", "adam_beta1", "Adam's first-moment decay (SliceNet: 0.85)."),
+    ("adam_beta2", "adam_beta2", "Adam's second-moment decay (SliceNet: 0.997)."),
+    ("adam_epsilon", "adam_epsilon", "Adam's epsilon (SliceNet: 1e-6)."),
+    ("weight_decay", "weight_decay", "Decoupled weight decay per update, times the rate."),
+    ("warmup", "warmup", "Learning-rate warm-up: none, exponential (SliceNet) or noam."),
+    ("warmup_steps", "warmup_steps", "Updates of the warm-up (SliceNet: 3000)."),
     ("clip_norm", "clip_norm", "Renormalise gradients above this global norm (0 = off)."),
     ("label_smoothing", "label_smoothing", "Label smoothing epsilon (0 = plain cross-entropy)."),
     ("lr_shrink", "lr_shrink", "Learning-rate factor after an epoch without improvement."),
