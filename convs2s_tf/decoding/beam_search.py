@@ -216,7 +216,9 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
         constants.beam_size,
         encoder_output=model.encode(source, training=False),
         max_lengths=max_lengths,
-        cache=model.decoder.initial_state(tf.shape(source)[0] * constants.beam_size),
+        cache=model.decoder.initial_state(
+            tf.shape(source)[0] * constants.beam_size, max_steps=history_width
+        ),
         width=history_width,
         source_length=tf.shape(source)[1],
     )

@@ -174,7 +174,9 @@ class BucketedSearch:
                 constants.beam_size,
                 encoder_output=encoder_output,
                 max_lengths=max_lengths,
-                cache=self.model.decoder.initial_state(rows * constants.beam_size),
+                cache=self.model.decoder.initial_state(
+                    rows * constants.beam_size, max_steps=self.history_width
+                ),
                 width=self.history_width,
                 source_length=self.buckets.source_length,
             )

@@ -7,10 +7,12 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
 - `encode(source)` gives one encoder row per sentence (a nest of `[sentences, ...]`
   tensors); the search never repeats it per hypothesis, `step` reads row
   `hypothesis // beam_size`.
-- `decoder.initial_state(batch)` gives the incremental state: a nest of tensors whose
-  leaves are `[batch, ...]` with every other dimension fixed for the whole search (the
-  search reorders them with one gather on the first axis per step, and XLA compiles a
-  bucket once).
+- `decoder.initial_state(batch, max_steps)` gives the incremental state: a nest of
+  tensors whose leaves are `[batch, ...]` with every other dimension fixed for the whole
+  search (the search reorders them with one gather on the first axis per step, and XLA
+  compiles a bucket once). `max_steps` is the most steps the search takes: a decoder
+  that keeps every position (self-attention) sizes its buffers with it; one whose state
+  is a fixed window (ConvS2S) ignores it.
 - `decoder.step(tokens, step, state, encoder_output, beam_size, output_subset)` decodes
   one position for every hypothesis, reading only the state (never earlier positions
   again) and returns `(logits, attention, state)`.
@@ -43,9 +45,11 @@ class IncrementalDecoder(Protocol):
     pad_id: int
     max_length: int
 
-    def initial_state(self, batch_size: int | tf.Tensor) -> Any:
+    def initial_state(
+        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+    ) -> Any:
         """Returns the state before the first step: a nest of `[batch_size, ...]` tensors
-        of shapes fixed for the whole search."""
+        of shapes fixed for the whole search (`max_steps`: the steps it may take)."""
 
     def step(
         self,

@@ -66,9 +66,9 @@ class _EnsembleDecoder:
         self.pad_id = first.pad_id
         self.max_length = min(decoder.max_length for decoder in self._decoders)
 
-    def initial_state(self, batch_size):
+    def initial_state(self, batch_size, max_steps=None):
         """A tuple of the members' initial incremental states."""
-        return tuple(decoder.initial_state(batch_size) for decoder in self._decoders)
+        return tuple(decoder.initial_state(batch_size, max_steps) for decoder in self._decoders)
 
     def select_outputs(self, ids, valid):
         """A tuple of the members' `OutputSubset`s of target `ids` (a shortlist)."""

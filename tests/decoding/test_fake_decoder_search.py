@@ -28,7 +28,7 @@ class _PrefixDecoder:
     pad_id = PAD_ID
     max_length = 32
 
-    def initial_state(self, batch_size):
+    def initial_state(self, batch_size, max_steps=None):
         return {"matched": tf.zeros([batch_size], tf.int32)}
 
     def step(self, tokens, step, state, encoder_output, beam_size=1, output_subset=None):

@@ -34,7 +34,7 @@ def check_decoder_contract(model, source, histories, beam_size=2, swap_at=2, ato
 
     encoder_output = model.encode(source)  # one row per sentence
     decoder = model.decoder
-    state = decoder.initial_state(hypotheses)
+    state = decoder.initial_state(hypotheses, max_steps=length + 2)
     shapes = [leaf.shape for leaf in tf.nest.flatten(state)]
     assert all(shape[0] == hypotheses for shape in shapes)
     # Row r carries hypothesis order[r]; at `swap_at` the two first hypotheses of

@@ -245,8 +245,11 @@ class ConvDecoder(ConvStack):
         x = self.run_blocks(self.input_projection(target_embedding), apply_block)
         return self._hidden(x, training), attention_weights
 
-    def initial_state(self, batch_size: int | tf.Tensor) -> tuple[tf.Tensor, ...]:
-        """The incremental state before the first step: per block, `k - 1` zero inputs.
+    def initial_state(
+        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, ...]:
+        """The incremental state before the first step: per block, `k - 1` zero inputs
+        (a fixed window whatever the search's `max_steps`).
 
         Returns:
             A tuple with one `[batch, k - 1, c_in]` window per block.
