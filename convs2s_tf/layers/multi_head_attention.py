@@ -84,7 +84,7 @@ class MultiHeadAttention(keras.layers.Layer):
         `padding_mask` `[B, Tk]` is 1 at real memory positions; `causal` hides later
         positions (self-attention). `return_weights` adds the head-averaged weights."""
         keys, values = self.project_memory(query if memory is None else memory)
-        bias = self.padding_bias(padding_mask, tf.shape(keys)[2], keys.dtype)
+        bias = self.padding_bias(padding_mask, tf.shape(keys)[1], keys.dtype)
         if causal:
             length = tf.shape(query)[1]
             visible = tf.linalg.band_part(tf.ones([length, length]), -1, 0)
@@ -94,7 +94,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def project_memory(self, memory: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Returns the keys and values of `memory`, `[B, heads, Tk, head_dim]` each."""
+        """Returns the keys and values of `memory`, `[B, Tk, heads, head_dim]` each (the
+        memory's own axes first, so that padding or gathering sentences works on them as
+        on the memory)."""
         return self._heads(self.key_map(memory)), self._heads(self.value_map(memory))
 
     def padding_bias(self, padding_mask: tf.Tensor | None, length: Any, dtype: Any) -> tf.Tensor:
@@ -152,17 +154,16 @@ class MultiHeadAttention(keras.layers.Layer):
         return output, cache
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
-        """`[B, T, d]` -> `[B, heads, T, head_dim]`."""
+        """`[B, T, d]` -> `[B, T, heads, head_dim]` (a reshape, no copy)."""
         shape = tf.shape(x)
-        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.width // self.num_heads])
-        return tf.transpose(x, [0, 2, 1, 3])
+        return tf.reshape(x, [shape[0], shape[1], self.num_heads, self.width // self.num_heads])
 
     def _attend(self, queries, keys, values, bias, training, return_weights):
         scale = (self.width // self.num_heads) ** -0.5
-        logits = tf.matmul(queries * tf.cast(scale, queries.dtype), keys, transpose_b=True)
+        logits = tf.einsum("bqhd,bkhd->bhqk", queries * tf.cast(scale, queries.dtype), keys)
         weights = tf.nn.softmax(tf.cast(logits, tf.float32) + tf.cast(bias, tf.float32))
         dropped = self.dropout_layer(tf.cast(weights, values.dtype), training=training)
-        context = tf.transpose(tf.matmul(dropped, values), [0, 2, 1, 3])
+        context = tf.einsum("bhqk,bkhd->bqhd", dropped, values)
         shape = tf.shape(context)
         output = self.output_map(tf.reshape(context, [shape[0], shape[1], self.width]))
         if return_weights:

@@ -1,5 +1,6 @@
 """The model families (`families`: registry and `build_model`) and ConvS2S, the default
-family (`convs2s/`: blocks, encoder, decoder, the Keras model, presets, spec parsing)."""
+family (`convs2s/`: blocks, encoder, decoder, the Keras model, presets, spec parsing),
+and PoseNet (`posenet/`, docs/posenet.md)."""
 
 from convs2s_tf.models.convs2s.conv_block import ConvBlock
 from convs2s_tf.models.convs2s.conv_decoder import ConvDecoder
@@ -31,9 +32,13 @@ from convs2s_tf.models.families import (
     list_families,
     register_family,
 )
+from convs2s_tf.models.posenet.family import POSENET
+from convs2s_tf.models.posenet.posenet import PoseNet
 
 __all__ = [
     "CONVS2S",
+    "POSENET",
+    "PoseNet",
     "ConvBlock",
     "ConvDecoder",
     "ConvEncoder",

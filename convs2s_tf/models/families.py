@@ -46,6 +46,11 @@ class TranslationModel(Protocol):
     def dummy_inputs(self) -> dict[str, tf.Tensor]:
         """Returns a one-token batch that builds every variable."""
 
+    def attention_maps(
+        self, source: tf.Tensor, target_input: tf.Tensor
+    ) -> list[tuple[str, tf.Tensor]]:
+        """Returns `(name, [B, T, S] weights)` of each attention module, teacher-forced."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:

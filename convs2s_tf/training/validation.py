@@ -119,22 +119,19 @@ class Validator:
         tokens, lengths = self._search(source)
         # Teacher-force the hypotheses to get every block's attention over them.
         decoder_input = tf.concat([tf.fill([tf.shape(tokens)[0], 1], EOS_ID), tokens[:, :-1]], 1)
-        _, per_block = self.model.decoder(
-            decoder_input, self.model.encode(source), return_attention="per_block"
-        )
-        blocks = [i for i, has in enumerate(self.model.decoder.attention_spec) if has]
+        maps = self.model.attention_maps(source, decoder_input)
         for row in range(int(tf.shape(source)[0])):
             source_row = source[row].numpy()
             source_columns = [i for i, t in enumerate(source_row) if t != pad_id]
             source_pieces = self._pieces([int(source_row[i]) for i in source_columns])
             target_ids = [int(t) for t in tokens[row, : int(lengths[row])].numpy()]
             target_pieces = self._pieces(target_ids)
-            for block, weights in zip(blocks, per_block):
+            for name, weights in maps:
                 matrix = weights[row].numpy()[: len(target_ids)][:, source_columns]
                 self.summaries.attention_image(
                     "valid",
                     step,
-                    f"attention/sentence_{row}/block_{block}",
+                    f"attention/sentence_{row}/{name}",
                     matrix,
                     source_pieces,
                     target_pieces,

@@ -1,5 +1,6 @@
 """The model flags: a preset and per-field overrides."""
 
+import inspect
 from typing import Any
 
 from absl import flags
@@ -133,10 +134,17 @@ def model_config_from_flags(
             f"(its presets: {', '.join(family.list_presets())})."
         )
     config = family.get_preset(flag_values.preset)
+    arguments = inspect.signature(family.model_class.__init__).parameters
     for name in _MODEL_OVERRIDES:
         value = flag_values[name].value
-        if value is not None:
-            config[name] = value
+        if value is None:
+            continue
+        if name not in arguments:
+            raise flags.ValidationError(
+                f"--{name} does not apply to --family={family.name} (it sets a "
+                f"{family.model_class.__name__} argument it does not have)."
+            )
+        config[name] = value
     config.update(
         source_vocab_size=vocab_size,
         target_vocab_size=vocab_size,

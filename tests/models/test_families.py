@@ -31,6 +31,8 @@ def small_config(family):
             decoder_out_embed_dim=8,
             decoder_attention="[True, False]",
         )
+    elif family == "posenet":
+        arguments.update(hidden_dim=8, encoder_layers=2, decoder_layers=2, num_heads=2, ffn_dim=16)
     return with_family(family, arguments)
 
 
@@ -46,7 +48,7 @@ def test_configs_without_a_family_are_convs2s():
 
 
 def test_unknown_and_duplicate_families_are_refused():
-    with pytest.raises(ValueError, match="Unknown model family 'nope'; known: convs2s"):
+    with pytest.raises(ValueError, match="Unknown model family 'nope'; known: convs2s, posenet"):
         get_family("nope")
     with pytest.raises(ValueError, match="Unknown model family"):
         build_model({FAMILY_KEY: "nope", "source_vocab_size": VOCAB})
@@ -88,3 +90,44 @@ def test_the_contract_check_fails_on_a_broken_cache():
     histories[:, 0] = 2
     with pytest.raises(AssertionError):
         check_decoder_contract(model, rng.integers(4, VOCAB, size=(2, 4)), histories)
+
+
+POSENET_SWITCHES = [
+    {"cross_attention": "after", "decoder_timing": "every_layer"},
+    {"decoder_self_attention": False, "decoder_timing": "none", "ffn_layers": 0},
+    {"encoder_self_attention": True, "groups": 2, "encoder_timing": "input"},
+    {"encoder_dilations": "1.1.1.1", "ffn_layers": 3},
+]
+
+
+@pytest.mark.parametrize("switches", POSENET_SWITCHES, ids=lambda s: "-".join(s))
+def test_posenet_keeps_the_decoder_contract_for_every_switch(switches):
+    tf.keras.utils.set_random_seed(4)
+    model = build_model({**small_config("posenet"), **switches})
+    model(model.dummy_inputs())
+    rng = np.random.default_rng(2)
+    source = rng.integers(4, VOCAB, size=(2, 5))
+    source[1, 3:] = 1  # padding
+    histories = rng.integers(4, VOCAB, size=(4, 6))
+    histories[:, 0] = 2
+    check_decoder_contract(model, source, histories, beam_size=2, swap_at=3)
+
+
+def test_fairseq_export_refuses_posenet_in_one_line():
+    from convs2s_tf.interop.fairseq_export import FairseqExportError, check_exportable
+
+    with pytest.raises(FairseqExportError, match="^fairseq's fconv holds ConvS2S models only"):
+        check_exportable(small_config("posenet"))
+    check_exportable(small_config("convs2s"))  # no error
+
+
+def test_every_family_gives_attention_maps():
+    for family in list_families():
+        model = build_model(small_config(family))
+        model(model.dummy_inputs())
+        source = tf.constant([[5, 6, 7, 2]])
+        target_input = tf.constant([[2, 8, 9]])
+        maps = model.attention_maps(source, target_input)
+        assert maps and all(weights.shape == (1, 3, 4) for _, weights in maps)
+        for _, weights in maps:
+            np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, atol=1e-5)

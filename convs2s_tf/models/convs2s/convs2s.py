@@ -169,6 +169,15 @@ class ConvS2S(keras.Model):
         the compute dtype and the float32 output bias still to be added."""
         return self.decoder.unbiased_output_logits(features)
 
+    def attention_maps(
+        self, source: tf.Tensor, target_input: tf.Tensor
+    ) -> list[tuple[str, tf.Tensor]]:
+        """`(name, [B, T, S] weights)` of every attention block ("block_3"), teacher-forced
+        on `target_input` (e.g. for TensorBoard's attention images)."""
+        _, per_block = self.decoder(target_input, self.encode(source), return_attention="per_block")
+        blocks = [i for i, has in enumerate(self.decoder.attention_spec) if has]
+        return [(f"block_{block}", weights) for block, weights in zip(blocks, per_block)]
+
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._config)

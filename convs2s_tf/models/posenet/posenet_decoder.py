@@ -1,0 +1,391 @@
+"""PoseNet's decoder: attention before causal convolution boxes, and its incremental step."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import keras
+import tensorflow as tf
+
+from convs2s_tf.layers import (
+    ConvBox,
+    MultiHeadAttention,
+    PositionwiseFFN,
+    PostNormSublayer,
+    RandomBitsDropout,
+    SinusoidalTiming,
+)
+from convs2s_tf.models.posenet.posenet_encoder import (
+    KERNELS,
+    PoseNetEncoderOutput,
+    parse_dilations,
+)
+from convs2s_tf.vocabulary import PAD_ID
+
+DECODER_TIMINGS = ("none", "once", "every_layer")
+CROSS_ATTENTION_PLACEMENTS = ("before", "after")
+
+
+class PoseNetMemory(NamedTuple):
+    """The encoder output as the decoder's steps read it: each layer's cross-attention
+    keys and values, projected once per sentence (`PoseNetDecoder.memory`).
+
+    Fields:
+        keys: per decoder layer, `[batch, source, heads, head_dim]`.
+        values: the same for the values.
+        source_mask: `[batch, source]` bool, True at real tokens.
+    """
+
+    keys: tuple[tf.Tensor, ...]
+    values: tuple[tf.Tensor, ...]
+    source_mask: tf.Tensor
+
+
+@dataclasses.dataclass
+class DecoderLayer:
+    """The sub-layers of one decoder layer (None: switched off)."""
+
+    self_attention: MultiHeadAttention | None
+    self_attention_norm: PostNormSublayer | None
+    cross_attention: MultiHeadAttention
+    cross_attention_norm: PostNormSublayer
+    box_1: ConvBox
+    box_2: ConvBox
+    ffn: PositionwiseFFN | None
+    ffn_norm: PostNormSublayer | None
+
+
+@keras.saving.register_keras_serializable(package="convs2s_tf")
+class PoseNetDecoder(keras.layers.Layer):
+    """The decoder of PoseNet (section 4 of the paper), SliceNet's boxes filling its gaps.
+
+    The decoder input (`</s>`, then the target shifted right) is embedded and scaled by
+    `sqrt(hidden_dim)`, the position signal added once (or never, or before every
+    layer); each of `num_layers` layers:
+
+        x = PostNorm(x, MaskedSelfAttention(x))      # optional
+        x = PostNorm(x, CrossAttention(x, source))   # "before" the boxes (or "after")
+        y = causal_box_1(x)                          # kernels 3, 7
+        x = x + y + causal_box_2(x + y)              # kernels 15, 31
+        x = PostNorm(x, FFN(x))                      # optional
+
+    Logits are the features times the token table (tied) plus a bias. `step` decodes
+    one position from a fixed-shape state: per layer, the self-attention's key and value
+    buffers (`max_steps` columns) and one window per causal convolution.
+
+    Args:
+        vocab_size: Target vocabulary size.
+        hidden_dim: Width `d`.
+        num_layers: Decoder layers (the paper: 5).
+        dilation_scheme: Dilations of the four causal convolutions (the paper: none).
+        groups: Channel groups of every separable convolution's pointwise map.
+        ffn_dim: Inner width of the feed-forward nets.
+        ffn_layers: Linear maps of each feed-forward net (0: none).
+        num_heads: Attention heads.
+        self_attention: Masked self-attention in every layer.
+        cross_attention: `"before"` or `"after"` the convolution boxes.
+        timing: `"none"`, `"once"` or `"every_layer"`.
+        dropout: Drop probability after the embedding and in the sub-layers.
+        attention_dropout: Drop probability of the attention weights.
+        max_positions: The longest decoder input the model accepts.
+        pad_id: Padding token id.
+        **kwargs: Standard `keras.layers.Layer` arguments.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_dim: int = 256,
+        num_layers: int = 5,
+        dilation_scheme: str = "1.1.1.1",
+        groups: int = 1,
+        ffn_dim: int = 1024,
+        ffn_layers: int = 2,
+        num_heads: int = 8,
+        self_attention: bool = True,
+        cross_attention: str = "before",
+        timing: str = "once",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        max_positions: int = 1024,
+        pad_id: int = PAD_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if timing not in DECODER_TIMINGS:
+            raise ValueError(f"timing must be one of {DECODER_TIMINGS}, got {timing!r}.")
+        if cross_attention not in CROSS_ATTENTION_PLACEMENTS:
+            raise ValueError(
+                f"cross_attention must be one of {CROSS_ATTENTION_PLACEMENTS}, got "
+                f"{cross_attention!r}."
+            )
+        self.vocab_size = int(vocab_size)
+        self.hidden_dim = int(hidden_dim)
+        self.num_layers = int(num_layers)
+        self.dilation_scheme = dilation_scheme
+        self.groups = int(groups)
+        self.ffn_dim = int(ffn_dim)
+        self.ffn_layers = int(ffn_layers)
+        self.num_heads = int(num_heads)
+        self.use_self_attention = bool(self_attention)
+        self.cross_attention_placement = cross_attention
+        self.timing_placement = timing
+        self.dropout = float(dropout)
+        self.attention_dropout = float(attention_dropout)
+        self.max_positions = int(max_positions)
+        self.pad_id = int(pad_id)
+        self.token_embedding = keras.layers.Embedding(
+            self.vocab_size,
+            self.hidden_dim,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=self.hidden_dim**-0.5),
+            name="token_embedding",
+        )
+        self.timing = SinusoidalTiming(self.hidden_dim, pad_id=self.pad_id, name="timing")
+        self.embedding_dropout = RandomBitsDropout(self.dropout)
+        convolutions = list(zip(KERNELS, parse_dilations(dilation_scheme)))
+        self.decoder_layers = [self._make_layer(index, convolutions) for index in range(num_layers)]
+
+    def _make_layer(self, index: int, convolutions: list[tuple[int, int]]) -> DecoderLayer:
+        def box(part):
+            return ConvBox(self.hidden_dim, part, padding="causal", groups=self.groups)
+
+        layer = DecoderLayer(
+            self_attention=(
+                MultiHeadAttention(self.num_heads, self.attention_dropout)
+                if self.use_self_attention
+                else None
+            ),
+            self_attention_norm=PostNormSublayer(self.dropout) if self.use_self_attention else None,
+            cross_attention=MultiHeadAttention(self.num_heads, self.attention_dropout),
+            cross_attention_norm=PostNormSublayer(self.dropout),
+            box_1=box(convolutions[:2]),
+            box_2=box(convolutions[2:]),
+            ffn=(
+                PositionwiseFFN(self.ffn_dim, num_layers=self.ffn_layers, dropout=self.dropout)
+                if self.ffn_layers
+                else None
+            ),
+            ffn_norm=PostNormSublayer(self.dropout) if self.ffn_layers else None,
+        )
+        for role, sublayer in vars(layer).items():
+            if sublayer is not None:
+                # `tf.train.Checkpoint` does not look into Python lists of layers.
+                self._track_trackable(sublayer, name=f"layer_{index}_{role}")
+        return layer
+
+    @property
+    def max_length(self) -> int:
+        """The longest decoder input, its leading `</s>` included."""
+        return self.max_positions
+
+    def build(self, input_shape: Sequence[int | None] | None = None) -> None:
+        self.token_embedding.build((None, None))
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.vocab_size,), initializer="zeros"
+        )
+        shape = (None, None, self.hidden_dim)
+        for layer in self.decoder_layers:
+            for role, sublayer in vars(layer).items():
+                if sublayer is None:
+                    continue
+                if role.endswith("_norm") or role == "cross_attention":
+                    sublayer.build(shape, shape)
+                else:
+                    sublayer.build(shape)
+
+    # ------------------------------------------------------------ parallel pass
+    def features(
+        self,
+        target_input: tf.Tensor,
+        encoder_output: PoseNetEncoderOutput,
+        training: bool = False,
+        return_attention: bool | str = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, Any]:
+        """The inputs of the vocabulary projection, `[batch, target, hidden_dim]`; with
+        `return_attention`, also the cross-attention weights averaged over heads,
+        `[batch, target, source]`: over layers too (True), or a list per layer
+        (`"per_layer"`)."""
+        mask = tf.cast(tf.not_equal(target_input, self.pad_id), self.compute_dtype)
+        x = self._embed(target_input, training)
+        signal = self.timing(target_input)
+        source_mask = encoder_output.source_mask
+        weights = []
+
+        def attend(layer, x):
+            attended, layer_weights = layer.cross_attention(
+                x,
+                encoder_output.hidden,
+                padding_mask=source_mask,
+                training=training,
+                return_weights=True,
+            )
+            weights.append(layer_weights)
+            return layer.cross_attention_norm(x, attended, training=training)
+
+        for index, layer in enumerate(self.decoder_layers):
+            x = self._add_timing(x, signal, index)
+            if layer.self_attention is not None and layer.self_attention_norm is not None:
+                attended = layer.self_attention(x, causal=True, training=training)
+                x = layer.self_attention_norm(x, attended, training=training)
+            if self.cross_attention_placement == "before":
+                x = attend(layer, x)
+            y = layer.box_1(x, padding_mask=mask)
+            x = x + y + layer.box_2(x + y, padding_mask=mask)
+            if self.cross_attention_placement == "after":
+                x = attend(layer, x)
+            if layer.ffn is not None and layer.ffn_norm is not None:
+                x = layer.ffn_norm(x, layer.ffn(x, training=training), training=training)
+        if return_attention == "per_layer":
+            return x, weights
+        if return_attention:
+            return x, tf.add_n(weights) / float(len(weights))
+        return x
+
+    def call(
+        self,
+        target_input: tf.Tensor,
+        encoder_output: PoseNetEncoderOutput,
+        training: bool = False,
+        return_attention: bool = False,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
+        """Float32 logits `[batch, target, vocab]` of every position (teacher forcing);
+        `return_attention` adds the averaged cross-attention weights."""
+        if return_attention:
+            features, attention = self.features(target_input, encoder_output, training, True)
+            return self.output_logits(features), attention
+        return self.output_logits(self.features(target_input, encoder_output, training))
+
+    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(features x token table^T, float32 bias)`: the loss adds the bias itself."""
+        table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
+        return tf.matmul(features, table, transpose_b=True), tf.cast(self.output_bias, tf.float32)
+
+    def output_logits(self, features: tf.Tensor) -> tf.Tensor:
+        """Float32 logits of `[..., hidden_dim]` features (the tied projection and bias)."""
+        shape = tf.shape(features)
+        rows = tf.reshape(features, [-1, self.hidden_dim])
+        logits, bias = self.unbiased_output_logits(rows)
+        logits = tf.cast(logits, tf.float32) + bias
+        return tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], 0))
+
+    def _embed(self, tokens: tf.Tensor, training: bool) -> tf.Tensor:
+        scale = tf.constant(math.sqrt(self.hidden_dim), self.compute_dtype)
+        x = self.token_embedding(tokens) * scale
+        return self.embedding_dropout(x, training=training)
+
+    def _add_timing(self, x: tf.Tensor, signal: tf.Tensor, index: int) -> tf.Tensor:
+        if self.timing_placement == "every_layer" or (
+            self.timing_placement == "once" and index == 0
+        ):
+            return x + signal
+        return x
+
+    # ------------------------------------------------------------ incremental decoding
+    def memory(self, encoder_output: PoseNetEncoderOutput) -> PoseNetMemory:
+        """Projects the encoder output once per sentence for every layer's steps."""
+        keys, values = [], []
+        for layer in self.decoder_layers:
+            layer_keys, layer_values = layer.cross_attention.project_memory(encoder_output.hidden)
+            keys.append(layer_keys)
+            values.append(layer_values)
+        return PoseNetMemory(tuple(keys), tuple(values), encoder_output.source_mask)
+
+    def initial_state(
+        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """Per layer: the self-attention's zero key and value buffers (`max_steps`
+        columns) and the boxes' zero windows.
+
+        Raises:
+            ValueError: without `max_steps` when the layers have self-attention.
+        """
+        if self.use_self_attention and max_steps is None:
+            raise ValueError("A PoseNet decoder with self-attention needs the search's max_steps.")
+        state = []
+        for layer in self.decoder_layers:
+            layer_state: dict[str, Any] = {
+                "box_1": layer.box_1.initial_state(batch_size, self.hidden_dim),
+                "box_2": layer.box_2.initial_state(batch_size, self.hidden_dim),
+            }
+            if layer.self_attention is not None:
+                layer_state["self_attention"] = layer.self_attention.initial_cache(
+                    batch_size, max_steps
+                )
+            state.append(layer_state)
+        return tuple(state)
+
+    def step(
+        self,
+        tokens: tf.Tensor,
+        step: int | tf.Tensor,
+        incremental_state: Sequence[dict[str, Any]],
+        encoder_output: PoseNetMemory,
+        beam_size: int = 1,
+        output_subset: Any = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tuple[dict[str, Any], ...]]:
+        """Decodes position `step` for every hypothesis (see `IncrementalDecoder`)."""
+        x = self._embed(tokens[:, None], training=False)
+        signal = self.timing.step_signal(step)
+        bias = tf.cast(
+            (1.0 - tf.cast(encoder_output.source_mask, tf.float32)) * -1e9, self.compute_dtype
+        )[:, None, None]
+        new_state, weights = [], []
+
+        def attend(index, layer, x):
+            attended, layer_weights = layer.cross_attention.attend_memory(
+                x,
+                encoder_output.keys[index],
+                encoder_output.values[index],
+                bias,
+                beam_size=beam_size,
+                return_weights=True,
+            )
+            weights.append(layer_weights[:, 0])
+            return layer.cross_attention_norm(x, attended)
+
+        for index, (layer, state) in enumerate(zip(self.decoder_layers, incremental_state)):
+            x = self._add_timing(x, signal, index)
+            layer_state = dict(state)
+            if layer.self_attention is not None and layer.self_attention_norm is not None:
+                attended, layer_state["self_attention"] = layer.self_attention.step(
+                    x, state["self_attention"], step
+                )
+                x = layer.self_attention_norm(x, attended)
+            if self.cross_attention_placement == "before":
+                x = attend(index, layer, x)
+            y, layer_state["box_1"] = layer.box_1.step(x, state["box_1"])
+            z, layer_state["box_2"] = layer.box_2.step(x + y, state["box_2"])
+            x = x + y + z
+            if self.cross_attention_placement == "after":
+                x = attend(index, layer, x)
+            if layer.ffn is not None and layer.ffn_norm is not None:
+                x = layer.ffn_norm(x, layer.ffn(x))
+            new_state.append(layer_state)
+        logits = self.output_logits(x)[:, 0]
+        return logits, tf.add_n(weights) / float(len(weights)), tuple(new_state)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "hidden_dim": self.hidden_dim,
+                "num_layers": self.num_layers,
+                "dilation_scheme": self.dilation_scheme,
+                "groups": self.groups,
+                "ffn_dim": self.ffn_dim,
+                "ffn_layers": self.ffn_layers,
+                "num_heads": self.num_heads,
+                "self_attention": self.use_self_attention,
+                "cross_attention": self.cross_attention_placement,
+                "timing": self.timing_placement,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "max_positions": self.max_positions,
+                "pad_id": self.pad_id,
+            }
+        )
+        return config
