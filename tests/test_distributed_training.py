@@ -160,7 +160,9 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_
     assert "Stopped by SIGTERM" in preempted[0][1]
     restarted = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]
     resumed_at = restarted[0][0]["step"] - 1
-    assert resumed_at % 3 == 0 and resumed_at < killed[0][-1]["step"]
+    # The last save before the kill (every 3 steps); the kill can land right after one,
+    # and then nothing was lost.
+    assert resumed_at % 3 == 0 and resumed_at <= killed[0][-1]["step"]
     assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
