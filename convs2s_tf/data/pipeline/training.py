@@ -154,11 +154,14 @@ class TrainingData:
         then empty ones); its order is a function of (seed, epoch) alone.
         """
         placement = Placement.of(input_context)
-        files = [self.shard_paths[i] for i in self.worker_shards(placement)]
+        shards = self.worker_shards(placement)
+        files = [self.shard_paths[i] for i in shards]
         epoch_length = self.steps_per_epoch(placement) * placement.replicas_per_worker
-        records = int(self.index.pairs_per_shard()[self.worker_shards(placement)].sum())
-        buffer_size = self.shuffle_buffer_size or max(1, min(records, DEFAULT_SHUFFLE_BUFFER_SIZE))
-        num_blocks = -(-records // buffer_size)
+        worker_pairs = int(self.index.pairs_per_shard()[shards].sum())
+        buffer_size = self.shuffle_buffer_size or max(
+            1, min(worker_pairs, DEFAULT_SHUFFLE_BUFFER_SIZE)
+        )
+        num_blocks = -(-worker_pairs // buffer_size)
 
         def epoch_batches(epoch):
             batches = self._epoch_batches(files, epoch, buffer_size, num_blocks)
