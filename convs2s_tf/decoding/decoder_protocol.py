@@ -17,7 +17,8 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
   one position for every hypothesis, reading only the state (never earlier positions
   again) and returns `(logits, attention, state)`.
 - `decoder.select_outputs(ids, valid)` (for shortlists) returns an `output_subset` that
-  makes `step` score only those target ids' columns.
+  makes `step` score only those target ids' columns
+  (`convs2s_tf.models.output_subset.OutputSubset` for the shipped families).
 
 `tests/helpers/decoder_contract.py` checks a family against this contract: stepping
 equals the parallel pass at every position, and reordering the state reorders the

@@ -26,6 +26,7 @@ from convs2s_tf.models.convs2s.presets import (
 from convs2s_tf.models.convs2s.summary import format_summary, parameter_counts
 from convs2s_tf.models.families import (
     ModelFamily,
+    ModelFlag,
     build_model,
     family_of,
     get_family,
@@ -48,6 +49,7 @@ __all__ = [
     "LayerSpec",
     "LayerSpecError",
     "ModelFamily",
+    "ModelFlag",
     "build_model",
     "family_of",
     "get_family",

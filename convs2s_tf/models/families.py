@@ -53,6 +53,29 @@ class TranslationModel(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelFlag:
+    """A command-line override of one constructor argument of a family's model.
+
+    Families may declare the same flag name (`--dropout`, `--encoder_layers`); they must
+    then agree on its `kind`, and each gives its own `parse` and `help`.
+
+    Attributes:
+        name: the flag's and the constructor argument's name.
+        kind: the absl flag type: "string", "integer", "float", "bool" or "enum".
+        help: what the flag sets in this family.
+        enum_values: the choices of an "enum" flag.
+        parse: flag value -> constructor argument (None: the value itself); raises
+            ValueError, with the reason, for a value the family cannot take.
+    """
+
+    name: str
+    kind: str
+    help: str
+    enum_values: tuple[str, ...] = ()
+    parse: Callable[[Any], Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelFamily:
     """A kind of model the toolkit can train, decode and export.
 
@@ -65,6 +88,8 @@ class ModelFamily:
         format_summary: built model -> printable parameter counts per component.
         fairseq_refusal: None if `pipelines.export_fairseq` can write the family, else
             the one-line reason it cannot.
+        model_flags: the overrides of preset fields it takes on the command line
+            (`pipelines/flags/model.py` defines the union of every family's).
     """
 
     name: str
@@ -73,6 +98,7 @@ class ModelFamily:
     get_preset: Callable[[str], dict[str, Any]]
     format_summary: Callable[[keras.Model], str]
     fairseq_refusal: str | None = None
+    model_flags: tuple[ModelFlag, ...] = ()
 
 
 _FAMILIES: dict[str, ModelFamily] = {}

@@ -1,6 +1,5 @@
 """The model flags: a preset and per-field overrides."""
 
-import inspect
 from typing import Any
 
 from absl import flags
@@ -30,65 +29,50 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "preset",
         "multi30k_cpu",
         presets,
-        "Architecture preset (convs2s_tf/models/convs2s/presets.py); the flags below "
-        "override fields.",
+        "Architecture preset of --family (models/<family>/presets.py); the flags below "
+        "override its fields.",
         flag_values=flag_values,
     )
-    flags.DEFINE_integer(
-        "embed_dim", None, "Embedding width f (overrides the preset).", flag_values=flag_values
-    )
-    flags.DEFINE_string(
-        "encoder_layers",
-        None,
-        "Encoder layer spec, e.g. '[(512,3)]*9 + [(1024,3)]*4' (overrides the preset).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "decoder_layers",
-        None,
-        "Decoder layer spec (overrides the preset).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "decoder_out_embed_dim",
-        None,
-        "Decoder width before the vocabulary projection (overrides the preset).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "decoder_attention",
-        None,
-        "Decoder blocks with attention: True, False or a list like '[True, False]*2'.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float(
-        "dropout",
-        None,
-        "Dropout drop probability (overrides the preset; paper 0.1-0.2).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "share_decoder_input_output_embed",
-        None,
-        "Tie the decoder's output projection to its token table (needs out embed == embed).",
-        flag_values=flag_values,
-    )
+    _define_family_flags(flag_values)
     _define_position_flags(flag_values)
 
 
+_DEFINE = {
+    "string": flags.DEFINE_string,
+    "integer": flags.DEFINE_integer,
+    "float": flags.DEFINE_float,
+    "bool": flags.DEFINE_bool,
+}
+
+
+def _define_family_flags(flag_values: flags.FlagValues) -> None:
+    """Defines every family's overrides once; a name two families share says what it
+    sets in each."""
+    from convs2s_tf.models.families import get_family, list_families
+
+    declared: dict[str, list[tuple[str, Any]]] = {}
+    for family in list_families():
+        for model_flag in get_family(family).model_flags:
+            declared.setdefault(model_flag.name, []).append((family, model_flag))
+    for name, owners in declared.items():
+        kinds = {model_flag.kind for _, model_flag in owners}
+        if len(kinds) > 1:
+            raise ValueError(f"Model families disagree on the type of --{name}: {kinds}.")
+        if len(owners) == 1:
+            family, model_flag = owners[0]
+            help_text = f"{model_flag.help} (--family={family}; overrides the preset)."
+        else:
+            parts = "; ".join(f"{family}: {model_flag.help}" for family, model_flag in owners)
+            help_text = f"{parts} (overrides the preset)."
+        kind = owners[0][1].kind
+        if kind == "enum":
+            values = sorted({value for _, flag in owners for value in flag.enum_values})
+            flags.DEFINE_enum(name, None, values, help_text, flag_values=flag_values)
+        else:
+            _DEFINE[kind](name, None, help_text, flag_values=flag_values)
+
+
 def _define_position_flags(flag_values: flags.FlagValues) -> None:
-    flags.DEFINE_bool(
-        "source_positions",
-        None,
-        "Add learned source positions (default on).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "target_positions",
-        None,
-        "Add learned target positions (default on).",
-        flag_values=flag_values,
-    )
     flags.DEFINE_integer(
         "max_source_positions",
         1024,
@@ -107,17 +91,11 @@ def _define_position_flags(flag_values: flags.FlagValues) -> None:
     )
 
 
-_MODEL_OVERRIDES = (
-    "embed_dim",
-    "encoder_layers",
-    "decoder_layers",
-    "decoder_out_embed_dim",
-    "decoder_attention",
-    "dropout",
-    "share_decoder_input_output_embed",
-    "source_positions",
-    "target_positions",
-)
+def _override_names() -> list[str]:
+    from convs2s_tf.models.families import get_family, list_families
+
+    names = (flag.name for family in list_families() for flag in get_family(family).model_flags)
+    return list(dict.fromkeys(names))
 
 
 def model_config_from_flags(
@@ -134,17 +112,21 @@ def model_config_from_flags(
             f"(its presets: {', '.join(family.list_presets())})."
         )
     config = family.get_preset(flag_values.preset)
-    arguments = inspect.signature(family.model_class.__init__).parameters
-    for name in _MODEL_OVERRIDES:
+    own = {model_flag.name: model_flag for model_flag in family.model_flags}
+    for name in _override_names():
         value = flag_values[name].value
         if value is None:
             continue
-        if name not in arguments:
+        if name not in own:
             raise flags.ValidationError(
-                f"--{name} does not apply to --family={family.name} (it sets a "
-                f"{family.model_class.__name__} argument it does not have)."
+                f"--{name} does not apply to --family={family.name} (its flags: "
+                f"{', '.join('--' + key for key in own)})."
             )
-        config[name] = value
+        parse = own[name].parse
+        try:
+            config[name] = value if parse is None else parse(value)
+        except ValueError as error:
+            raise flags.ValidationError(f"--{name}={value}: {error}") from None
     config.update(
         source_vocab_size=vocab_size,
         target_vocab_size=vocab_size,

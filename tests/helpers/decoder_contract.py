@@ -8,13 +8,17 @@
 - every state leaf is `[hypotheses, ...]` with the same shape at every step;
 - reordering the state with the search's own `reorder_cache` moves each hypothesis'
   history with it: after a swap, every row goes on exactly as the swapped-in hypothesis
-  would have.
+  would have;
+- a step scored against `select_outputs(ids, valid)` (a shortlist) gives the full
+  step's columns `ids`, and -inf in the filler columns.
+
+In bfloat16 (a model built under `mixed_bfloat16`) the same holds to a looser `atol`.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from convs2s_tf.decoding.decoder_protocol import SearchableModel
+from convs2s_tf.decoding.decoder_protocol import SearchableModel, ShortlistDecoder
 from convs2s_tf.decoding.search_step import reorder_cache
 from convs2s_tf.vocabulary import EOS_ID
 
@@ -48,6 +52,8 @@ def check_decoder_contract(model, source, histories, beam_size=2, swap_at=2, ato
             state = reorder_cache(state, tf.constant(beams), rows, beam_size)
             order = (beams + np.arange(source.shape[0])[:, None] * beam_size).reshape(-1)
         tokens = tf.gather(histories[:, step], order)
+        if isinstance(decoder, ShortlistDecoder):
+            _check_shortlist_step(decoder, tokens, step, state, encoder_output, beam_size)
         logits, attention, state = decoder.step(
             tokens, step, state, encoder_output, beam_size=beam_size
         )
@@ -56,3 +62,20 @@ def check_decoder_contract(model, source, histories, beam_size=2, swap_at=2, ato
         np.testing.assert_allclose(
             logits.numpy(), reference[order, step], atol=atol, err_msg=f"step {step}"
         )
+
+
+def _check_shortlist_step(decoder, tokens, step, state, encoder_output, beam_size):
+    """A step against a subset of columns (the last two fillers) equals the full step's
+    columns."""
+    ids = tf.constant([EOS_ID, 7, 5, 0, 0], tf.int32)
+    valid = tf.constant([True, True, True, False, False])
+    subset = decoder.select_outputs(ids, valid)
+    full, _, _ = decoder.step(tokens, step, state, encoder_output, beam_size=beam_size)
+    columns, _, _ = decoder.step(
+        tokens, step, state, encoder_output, beam_size=beam_size, output_subset=subset
+    )
+    assert columns.dtype == tf.float32
+    np.testing.assert_allclose(
+        columns.numpy()[:, :3], tf.gather(full, ids[:3], axis=1).numpy(), rtol=1e-2, atol=1e-2
+    )
+    assert np.all(np.isneginf(columns.numpy()[:, 3:]))

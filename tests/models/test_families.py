@@ -70,6 +70,24 @@ def test_every_family_keeps_the_decoder_contract(family):
     check_decoder_contract(model, source, histories, beam_size=2, swap_at=3)
 
 
+@pytest.mark.parametrize("family", list_families())
+def test_every_family_keeps_the_decoder_contract_in_bfloat16(family):
+    from convs2s_tf.runs import build_model as build_in_dtype
+
+    tf.keras.utils.set_random_seed(5)
+    model = build_in_dtype(small_config(family), compute_dtype="bfloat16")
+    assert model.decoder.compute_dtype == "bfloat16"
+    assert all(weight.dtype == "float32" for weight in model.weights)
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, VOCAB, size=(2, 5))
+    histories = rng.integers(4, VOCAB, size=(4, 6))
+    histories[:, 0] = 2
+    # bfloat16 keeps 8 bits of mantissa: the step and the parallel pass round apart
+    # (each ~0.03 from float32 on logits of ~1.5 here, up to 0.12 from each other after
+    # PoseNet's layer norms); a cache fault moves logits by their own size.
+    check_decoder_contract(model, source, histories, beam_size=2, swap_at=3, atol=0.2)
+
+
 def test_the_contract_check_fails_on_a_broken_cache():
     # A decoder whose state forgets the reorder: the check must notice.
     model = build_model(small_config("convs2s"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -13,16 +12,8 @@ import tensorflow as tf
 from convs2s_tf.layers import WeightNormDense
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
+from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.vocabulary import PAD_ID
-
-OutputSubset = collections.namedtuple("OutputSubset", ["kernel", "bias"])
-OutputSubset.__doc__ = """The vocabulary projection restricted to some target ids (a shortlist).
-
-Fields:
-    kernel: `[out_embed_dim, columns]` the projection's columns of those ids, in the
-        compute dtype.
-    bias: `[columns]` their bias in the compute dtype, -inf for filler columns.
-"""
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -146,12 +137,7 @@ class ConvDecoder(ConvStack):
         False for filler columns): computed once per search, its step logits are the
         full logits' columns `ids` (-inf where not `valid`)."""
         weights, vocabulary_axis, bias = self._projection_weights()
-        kernel = tf.gather(weights, ids, axis=vocabulary_axis)
-        if vocabulary_axis == 0:
-            kernel = tf.transpose(kernel)
-        bias = tf.gather(tf.cast(bias, self.compute_dtype), ids)
-        filler = tf.fill(tf.shape(bias), tf.constant(float("-inf"), self.compute_dtype))
-        return OutputSubset(kernel=kernel, bias=tf.where(valid, bias, filler))
+        return select_columns(weights, vocabulary_axis, bias, ids, valid, self.compute_dtype)
 
     def _projection_weights(self):
         """The vocabulary projection as `(weights, vocabulary_axis, bias)`: the kernel

@@ -18,6 +18,7 @@ from convs2s_tf.layers import (
     RandomBitsDropout,
     SinusoidalTiming,
 )
+from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
     PoseNetEncoderOutput,
@@ -271,6 +272,11 @@ class PoseNetDecoder(keras.layers.Layer):
         logits = tf.cast(logits, tf.float32) + bias
         return tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], 0))
 
+    def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
+        """The `OutputSubset` of target `ids` (a shortlist; see `ShortlistDecoder`)."""
+        table = self.token_embedding.embeddings
+        return select_columns(table, 0, self.output_bias, ids, valid, self.compute_dtype)
+
     def _embed(self, tokens: tf.Tensor, training: bool) -> tf.Tensor:
         scale = tf.constant(math.sqrt(self.hidden_dim), self.compute_dtype)
         x = self.token_embedding(tokens) * scale
@@ -324,7 +330,7 @@ class PoseNetDecoder(keras.layers.Layer):
         incremental_state: Sequence[dict[str, Any]],
         encoder_output: PoseNetMemory,
         beam_size: int = 1,
-        output_subset: Any = None,
+        output_subset: OutputSubset | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, tuple[dict[str, Any], ...]]:
         """Decodes position `step` for every hypothesis (see `IncrementalDecoder`)."""
         x = self._embed(tokens[:, None], training=False)
@@ -364,7 +370,12 @@ class PoseNetDecoder(keras.layers.Layer):
             if layer.ffn is not None and layer.ffn_norm is not None:
                 x = layer.ffn_norm(x, layer.ffn(x))
             new_state.append(layer_state)
-        logits = self.output_logits(x)[:, 0]
+        if output_subset is None:
+            logits = self.output_logits(x)[:, 0]
+        else:
+            # As `output_logits`: the product in the compute dtype, the bias in float32.
+            columns = tf.cast(tf.matmul(x[:, 0], output_subset.kernel), tf.float32)
+            logits = columns + tf.cast(output_subset.bias, tf.float32)
         return logits, tf.add_n(weights) / float(len(weights)), tuple(new_state)
 
     def get_config(self) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+"""A PoseNet run through every pipeline: training under MirroredStrategy with a resume,
+TensorBoard's attention images, averaging, ensembles, shortlists, bfloat16, both
+SavedModel kinds, gRPC serving, and fairseq export's refusal."""
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT
+from conftest import subprocess_env as _env
+from helpers.corpora import local_corpus_flags
+from tensorboard.backend.event_processing import event_accumulator
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+from pipelines.client import predict
+
+# Two layers a side, 32 wide: seconds a step on 2 cores.
+TINY_POSENET = [
+    "--family=posenet",
+    "--preset=posenet_multi30k_cpu",
+    "--hidden_dim=32",
+    "--num_heads=2",
+    "--ffn_dim=64",
+    "--encoder_layers=2",
+    "--decoder_layers=2",
+    "--optimizer=adam",
+    "--warmup=noam",
+    "--warmup_steps=20",
+    "--learning_rate=0.003",
+    "--max_tokens=600",
+]
+SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
+
+
+@dataclasses.dataclass
+class PoseNetRun:
+    data_dir: str
+    model_dir: str
+    first: str  # stdout of the run stopped at step 20
+    resumed: str  # stdout of its resumption to step 30
+
+
+def _run(arguments, stdin=None, timeout=600):
+    result = subprocess.run(
+        [sys.executable, "-m", *arguments],
+        input=stdin,
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, (arguments, result.stderr[-3000:])
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def posenet_run(small_corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("posenet")
+    data_dir, model_dir = str(root / "data"), str(root / "run")
+    command = [
+        "pipelines.train",
+        *local_corpus_flags(small_corpus),
+        f"--data_dir={data_dir}",
+        f"--model_dir={model_dir}",
+        *TINY_POSENET,
+        "--strategy=mirrored",
+        "--cpu_replicas=2",
+        "--save_every_steps=10",
+        "--keep_checkpoints=3",
+        "--valid_beam_size=2",
+        "--attention_sentences=1",
+        "--test_beam_size=0",
+        "--progress_bar=false",
+    ]
+    first = _run(command + ["--max_steps=20"])
+    resumed = _run(command + ["--max_steps=30"])
+    return PoseNetRun(data_dir, model_dir, first, resumed)
+
+
+def _translate(run, *flags, model_dir=None):
+    return _run(
+        [
+            "pipelines.translate",
+            f"--data_dir={run.data_dir}",
+            f"--model_dir={model_dir or run.model_dir}",
+            "--beam_size=2",
+            *flags,
+        ],
+        stdin="\n".join(SENTENCES[:2]) + "\n",
+    ).splitlines()
+
+
+def test_trains_under_mirrored_strategy_resumes_and_writes_attention_images(posenet_run):
+    with open(f"{posenet_run.model_dir}/config.json") as f:
+        model = json.load(f)["model"]
+    assert model["family"] == "posenet" and model["hidden_dim"] == 32
+    assert "step 20" in posenet_run.first
+    assert re.search(r"Resumed from .*ckpt-20: step 20", posenet_run.resumed)
+    assert "step 30" in posenet_run.resumed
+    accumulator = event_accumulator.EventAccumulator(
+        f"{posenet_run.model_dir}/valid", size_guidance={event_accumulator.TENSORS: 0}
+    )
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["tensors"])
+    # One heatmap per decoder layer's cross-attention.
+    assert {"attention/sentence_0/layer_0", "attention/sentence_0/layer_1"} <= tags, tags
+
+
+def test_averaging_ensembles_shortlists_and_bfloat16(posenet_run, tmp_path):
+    averaged = str(tmp_path / "averaged")
+    _run(
+        [
+            "pipelines.average_checkpoints",
+            f"--model_dir={posenet_run.model_dir}",
+            "--last=2",
+            f"--output_dir={averaged}",
+        ]
+    )
+    _run(
+        [
+            "pipelines.build_shortlist",
+            f"--data_dir={posenet_run.data_dir}",
+            f"--model_dir={posenet_run.model_dir}",
+        ]
+    )
+    scores = json.loads(
+        _run(
+            [
+                "pipelines.evaluate",
+                f"--data_dir={posenet_run.data_dir}",
+                f"--model_dir={posenet_run.model_dir},{averaged}",
+                "--beam_size=2",
+                "--shortlist",
+                "--inference_dtype=bfloat16",
+                "--json",
+            ]
+        ).splitlines()[-1]
+    )
+    assert scores["sentences"] == 200 and np.isfinite(scores["bleu"]) and scores["chrf"] > 0
+    translations = _translate(posenet_run, model_dir=averaged)
+    assert len(translations) == 2 and all(translations)
+
+
+def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path):
+    """Version 1 is the default export (small batches searched by XLA buckets), version
+    2 the graph-mode one (`--noxla_small_batches`), served over gRPC."""
+    expected = _translate(posenet_run)
+    export_dir = tmp_path / "posenet"
+    for flags in ([], ["--noxla_small_batches"]):
+        _run(
+            [
+                "pipelines.export",
+                f"--data_dir={posenet_run.data_dir}",
+                f"--model_dir={posenet_run.model_dir}",
+                f"--export_dir={export_dir}",
+                "--beam_size=2",
+                *flags,
+            ]
+        )
+    for version in ("1", "2"):
+        ops = json.loads(
+            _run(["tests.helpers.saved_model_checks", "ops", str(export_dir / version)])
+        )
+        assert ops["other"] == [], ops["other"]  # core TF and tf-text ops only
+    import tensorflow_text  # noqa: F401 (its ops, before loading an export)
+
+    compiled = tf.saved_model.load(str(export_dir / "1")).signatures["serving_default"]
+    translations = compiled(text=tf.constant(SENTENCES[:2]))["translation"].numpy()
+    assert [text.decode() for text in translations] == expected
+
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.serve",
+            f"--model_base_path={export_dir}",
+            "--model_name=posenet",
+            "--port=0",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        match = re.search(r"on 127\.0\.0\.1:(\d+)", server.stdout.readline())
+        assert match, server.stderr.read()[-3000:]
+        with grpc.insecure_channel(f"127.0.0.1:{match.group(1)}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            outputs = predict(stub, "posenet", SENTENCES)
+    finally:
+        server.kill()
+    served = [text.decode() for text in outputs["translation"]]
+    assert served[:2] == expected and np.all(np.isfinite(outputs["score"]))
+
+
+def test_fairseq_export_refuses_a_posenet_run_in_one_line(posenet_run, tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.export_fairseq",
+            f"--model_dir={posenet_run.model_dir}",
+            f"--output_dir={tmp_path / 'fairseq'}",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "export_fairseq: error: fairseq's fconv holds ConvS2S models only: a PoseNet run "
+        "cannot be exported to fairseq."
+    )
