@@ -55,6 +55,37 @@ def _write_hypotheses(hypotheses, path):
         f.writelines(hypothesis + "\n" for hypothesis in hypotheses)
 
 
+def _approx_bleu(data_dir):
+    """tensor2tensor's approx BLEU of --model_dir's checkpoint on --split's batches."""
+    if FLAGS.source or FLAGS.saved_model or not FLAGS.model_dir or "," in FLAGS.model_dir:
+        raise app.UsageError(
+            "--approx_bleu scores one --model_dir's checkpoint on a prepared --split "
+            "(no --source, --saved_model or ensemble)."
+        )
+    from convs2s_tf.data.pipeline import make_shard_eval_dataset
+    from convs2s_tf.data.prepare import PreparedData
+    from convs2s_tf.evaluation.approx_bleu import approx_bleu
+    from convs2s_tf.runs import load_trained_model
+
+    model, _, _, config = load_trained_model(
+        FLAGS.model_dir, FLAGS.checkpoint, compute_dtype=FLAGS.inference_dtype
+    )
+    prepared = PreparedData.load(data_dir)
+    batches = make_shard_eval_dataset(
+        prepared.shard_paths(FLAGS.split),
+        prepared.length_index(FLAGS.split),
+        max_tokens=FLAGS.max_tokens,
+        max_source_positions=config["model"]["max_source_positions"],
+        max_target_positions=config["model"]["max_target_positions"],
+    ).dataset
+    scores = approx_bleu(model, batches, model.decoder.pad_id)
+    return {
+        "approx_bleu": scores.per_batch,
+        "approx_bleu_unpadded": scores.unpadded,
+        "approx_bleu_batches": scores.batches,
+    }
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
@@ -64,6 +95,7 @@ def main(argv):
     search_config = search_config_from_flags(with_nbest=False)
     if bool(FLAGS.source) != bool(FLAGS.reference):
         raise app.UsageError("--source and --reference go together.")
+    data_dir = None
     if FLAGS.source:
         source_path, reference_path = FLAGS.source, FLAGS.reference
     else:
@@ -97,6 +129,8 @@ def main(argv):
         _write_hypotheses(hypotheses, FLAGS.output)
     scores = corpus_scores(hypotheses, references)
     scores.update(sentences=len(sources), source=source_path, reference=reference_path)
+    if FLAGS.approx_bleu:
+        scores.update(_approx_bleu(data_dir))
     if FLAGS.json:
         print(json.dumps(scores))
     else:
@@ -108,6 +142,12 @@ def main(argv):
             f"{scores['bleu_lowercase_intl_signature']}  (lowercased, intl tokeniser: "
             "for comparison with papers only)"
         )
+        if FLAGS.approx_bleu:
+            print(
+                f"approx BLEU {scores['approx_bleu']:.2f} (tensor2tensor's: teacher-forced "
+                f"argmax on pieces, mean of {scores['approx_bleu_batches']} batches; "
+                f"{scores['approx_bleu_unpadded']:.2f} without padding, over the split)"
+            )
     sys.stdout.flush()
     return 0
 

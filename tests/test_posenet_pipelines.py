@@ -148,6 +148,31 @@ def test_averaging_ensembles_shortlists_and_bfloat16(posenet_run, tmp_path):
     assert len(translations) == 2 and all(translations)
 
 
+def test_approx_bleu_is_reported_for_one_run_and_refused_for_an_ensemble(posenet_run):
+    command = [
+        "pipelines.evaluate",
+        f"--data_dir={posenet_run.data_dir}",
+        f"--model_dir={posenet_run.model_dir}",
+        "--split=validation",
+        "--beam_size=1",
+        "--approx_bleu",
+        "--json",
+    ]
+    scores = json.loads(_run(command).splitlines()[-1])
+    assert 0 <= scores["approx_bleu_unpadded"] <= 100 and 0 < scores["approx_bleu"] <= 100
+    assert scores["approx_bleu_batches"] >= 1
+    ensemble = [f"--model_dir={posenet_run.model_dir},{posenet_run.model_dir}"]
+    result = subprocess.run(
+        [sys.executable, "-m", *command, *ensemble],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0 and "--approx_bleu scores one --model_dir" in result.stderr
+
+
 def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path):
     """Version 1 is the default export (small batches searched by XLA buckets), version
     2 the graph-mode one (`--noxla_small_batches`), served over gRPC."""

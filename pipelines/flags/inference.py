@@ -200,6 +200,14 @@ def define_evaluate_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "pipelines.evaluate: print the scores as one JSON object.",
         flag_values=flag_values,
     )
+    flags.DEFINE_bool(
+        "approx_bleu",
+        False,
+        "pipelines.evaluate: also give tensor2tensor's approx BLEU of --split (the argmax "
+        "of teacher-forced logits on pieces, per batch: what SliceNet and PoseNet report; "
+        "not a translation score). One --model_dir, prepared data.",
+        flag_values=flag_values,
+    )
 
 
 @flag_group(EXPORT)
