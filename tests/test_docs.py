@@ -187,34 +187,46 @@ def test_real_configs_name_defined_flags(config, monkeypatch):
 def _tiny_configs(corpus):
     """configs/*.cfg of the scratch directory: the real names and run directories over a
     small local corpus, a tiny model and a few training steps."""
-    default = "\n".join(
-        [
-            "--data_dir=data/multi30k_en_de",
-            *local_corpus_flags(corpus),
-            "--model_dir=runs/multi30k_en_de",
-            *TINY_MODEL_FLAGS,
-            "--max_tokens=600",
-            "--max_steps=3",
-            "--save_every_steps=1",
-            "--valid_beam_size=0",
-            "--attention_sentences=0",
-            "--sample_sentences=0",
-            "--test_beam_size=0",
-            "--progress_bar=false",
-            "--max_len_a=1.2",
-            "--max_len_b=5",
-        ]
-    )
-    quickstart = "\n".join(
-        [
-            "--flagfile=configs/multi30k_en_de.cfg",
-            "--model_dir=runs/quickstart",
-            "--dropout=0.2",
-            "--lr_patience=0",
-            "--max_train_minutes=14.5",
-        ]
-    )
-    return {"multi30k_en_de.cfg": default + "\n", "quickstart.cfg": quickstart + "\n"}
+    steps = [
+        "--max_tokens=600",
+        "--max_steps=3",
+        "--save_every_steps=1",
+        "--valid_beam_size=0",
+        "--attention_sentences=0",
+        "--sample_sentences=0",
+        "--test_beam_size=0",
+        "--progress_bar=false",
+        "--max_len_a=1.2",
+        "--max_len_b=5",
+    ]
+    data = ["--data_dir=data/multi30k_en_de", *local_corpus_flags(corpus)]
+    default = [*data, "--model_dir=runs/multi30k_en_de", *TINY_MODEL_FLAGS, *steps]
+    quickstart = [
+        "--flagfile=configs/multi30k_en_de.cfg",
+        "--model_dir=runs/quickstart",
+        "--dropout=0.2",
+        "--lr_patience=0",
+        "--max_train_minutes=14.5",
+    ]
+    posenet = [
+        *data,
+        "--model_dir=runs/posenet_multi30k",
+        "--family=posenet",
+        "--preset=posenet_multi30k_cpu",
+        "--hidden_dim=16",
+        "--num_heads=2",
+        "--ffn_dim=32",
+        "--encoder_layers=1",
+        "--decoder_layers=1",
+        "--optimizer=adam",
+        "--warmup=noam",
+        "--warmup_steps=10",
+        "--learning_rate=1e-3",
+        *steps,
+    ]
+    configs = {"multi30k_en_de.cfg": default, "quickstart.cfg": quickstart}
+    configs["posenet_multi30k.cfg"] = posenet
+    return {name: "\n".join(lines) + "\n" for name, lines in configs.items()}
 
 
 def _environment(bin_dir):
