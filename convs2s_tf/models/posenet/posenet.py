@@ -82,6 +82,7 @@ class PoseNet(keras.Model):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        _check_widths(hidden_dim, num_heads, groups)
         shared: dict[str, Any] = dict(
             hidden_dim=hidden_dim,
             groups=groups,
@@ -188,3 +189,14 @@ class PoseNet(keras.Model):
     def dummy_inputs(self) -> dict[str, tf.Tensor]:
         """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
         return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
+
+
+def _check_widths(hidden_dim: int, num_heads: int, groups: int) -> None:
+    """Refuses widths the layers cannot split, when the model is configured rather than
+    when it is first built."""
+    if hidden_dim < 2 or hidden_dim % 2:
+        raise ValueError(f"hidden_dim must be even (sines and cosines), got {hidden_dim}.")
+    if num_heads < 1 or hidden_dim % num_heads:
+        raise ValueError(f"hidden_dim={hidden_dim} does not split into num_heads={num_heads}.")
+    if groups < 1 or hidden_dim % groups:
+        raise ValueError(f"hidden_dim={hidden_dim} does not split into groups={groups}.")

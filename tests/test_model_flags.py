@@ -1,0 +1,61 @@
+"""The model flags: every family's overrides defined once, applied to its own preset,
+refused for another family."""
+
+import pytest
+from absl import flags
+
+from pipelines import flags as pipeline_flags
+from pipelines.flags.model import model_config_from_flags
+
+
+def _flag_values(*arguments):
+    flag_values = flags.FlagValues()
+    pipeline_flags.define_all_flags(flag_values)
+    flag_values(["test", *arguments])
+    return flag_values
+
+
+def test_posenet_flags_override_its_preset():
+    config = model_config_from_flags(
+        100,
+        _flag_values(
+            "--family=posenet",
+            "--preset=posenet_multi30k_cpu",
+            "--hidden_dim=32",
+            "--num_heads=4",
+            "--encoder_layers=3",
+            "--cross_attention=after",
+            "--nodecoder_self_attention",
+        ),
+    )
+    assert config["family"] == "posenet" and config["hidden_dim"] == 32
+    assert config["encoder_layers"] == 3 and config["decoder_layers"] == 5  # the preset's
+    assert config["cross_attention"] == "after" and config["decoder_self_attention"] is False
+    assert config["source_vocab_size"] == config["target_vocab_size"] == 100
+
+
+def test_a_shared_flag_means_what_each_family_says():
+    flag_values = _flag_values("--encoder_layers=[(16, 3)] * 2", "--embed_dim=16")
+    convs2s = model_config_from_flags(100, flag_values)
+    assert convs2s["family"] == "convs2s" and convs2s["encoder_layers"] == "[(16, 3), (16, 3)]"
+    help_text = flag_values["encoder_layers"].help
+    assert "convs2s: encoder layer spec" in help_text and "posenet: encoder layers" in help_text
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--embed_dim=16"], "--embed_dim does not apply to --family=posenet (its flags: "),
+        (["--encoder_layers=[(16, 3)]"], "PoseNet takes a number of layers"),
+        (["--encoder_layers=0"], "PoseNet needs at least one layer"),
+        (["--preset=multi30k_cpu"], "is not a preset of --family=posenet"),
+        (["--hidden_dim=36", "--num_heads=8"], "does not split into num_heads=8"),
+        (["--hidden_dim=31"], "hidden_dim must be even"),
+    ],
+)
+def test_flags_the_family_cannot_take_are_refused(arguments, message):
+    base = ["--family=posenet", "--preset=posenet_multi30k_cpu"]
+    with pytest.raises(
+        flags.ValidationError, match=message.replace("(", r"\(").replace("[", r"\[")
+    ):
+        model_config_from_flags(100, _flag_values(*base, *arguments))
