@@ -59,3 +59,25 @@ def test_flags_the_family_cannot_take_are_refused(arguments, message):
         flags.ValidationError, match=message.replace("(", r"\(").replace("[", r"\[")
     ):
         model_config_from_flags(100, _flag_values(*base, *arguments))
+
+
+def _parameters(*arguments):
+    from convs2s_tf.runs import build_model
+
+    flag_values = _flag_values(*arguments)
+    return build_model(model_config_from_flags(8000, flag_values)).count_params()
+
+
+def test_posenet_matches_convs2s_parameters_as_preset_and_as_config(monkeypatch):
+    """The PoseNet preset is within 5% of ConvS2S's `multi30k_cpu`; the PoseNet config
+    within 5% of the default config's ConvS2S (whose output embedding is tied)."""
+    import os
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    convs2s_preset = _parameters("--preset=multi30k_cpu")
+    posenet_preset = _parameters("--family=posenet", "--preset=posenet_multi30k_cpu")
+    assert abs(posenet_preset / convs2s_preset - 1) < 0.05
+    convs2s_config = _parameters("--flagfile=configs/multi30k_en_de.cfg")
+    posenet_config = _parameters("--flagfile=configs/posenet_multi30k.cfg")
+    assert abs(posenet_config / convs2s_config - 1) < 0.05
+    assert (convs2s_config, posenet_config) == (8_048_448, 8_299_888)
