@@ -299,7 +299,9 @@ class Trainer:
             self.state.epoch_batches.assign(batches)
             self.divergence.record(result, int(self.state.step.numpy()))
             step = int(self.state.step.numpy())
-            progress.update(batches, step, result, float(self.state.learning_rate.numpy()))
+            # The rate the update used: the run's rate times the warm-up's factor.
+            applied_rate = float(self.optimizer.learning_rate.numpy())
+            progress.update(batches, step, result, applied_rate)
             if float(result["stop_votes"]) > 0:
                 stop_reason = PREEMPTED
                 break
