@@ -3,22 +3,15 @@ refused for another family."""
 
 import pytest
 from absl import flags
+from helpers.flag_values import parsed_flags
 
-from pipelines import flags as pipeline_flags
 from pipelines.flags.model import model_config_from_flags
-
-
-def _flag_values(*arguments):
-    flag_values = flags.FlagValues()
-    pipeline_flags.define_all_flags(flag_values)
-    flag_values(["test", *arguments])
-    return flag_values
 
 
 def test_posenet_flags_override_its_preset():
     config = model_config_from_flags(
         100,
-        _flag_values(
+        parsed_flags(
             "--family=posenet",
             "--preset=posenet_multi30k_cpu",
             "--hidden_dim=32",
@@ -35,7 +28,7 @@ def test_posenet_flags_override_its_preset():
 
 
 def test_a_shared_flag_means_what_each_family_says():
-    flag_values = _flag_values("--encoder_layers=[(16, 3)] * 2", "--embed_dim=16")
+    flag_values = parsed_flags("--encoder_layers=[(16, 3)] * 2", "--embed_dim=16")
     convs2s = model_config_from_flags(100, flag_values)
     assert convs2s["family"] == "convs2s" and convs2s["encoder_layers"] == "[(16, 3), (16, 3)]"
     help_text = flag_values["encoder_layers"].help
@@ -58,13 +51,13 @@ def test_flags_the_family_cannot_take_are_refused(arguments, message):
     with pytest.raises(
         flags.ValidationError, match=message.replace("(", r"\(").replace("[", r"\[")
     ):
-        model_config_from_flags(100, _flag_values(*base, *arguments))
+        model_config_from_flags(100, parsed_flags(*base, *arguments))
 
 
 def _parameters(*arguments):
     from convs2s_tf.runs import build_model
 
-    flag_values = _flag_values(*arguments)
+    flag_values = parsed_flags(*arguments)
     return build_model(model_config_from_flags(8000, flag_values)).count_params()
 
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from absl import flags
 from conftest import ROOT, subprocess_env
+from helpers.flag_values import parsed_flags
 
 from convs2s_tf.decoding.search_config import SearchConfig
 from pipelines import console
@@ -258,22 +259,15 @@ def test_filter_log_lines_drops_only_lines_below_the_level():
     assert console.filter_log_lines(text, 0) == "".join(text.splitlines(True)[1:])
 
 
-def _parsed(*arguments):
-    flag_values = flags.FlagValues()
-    pipeline_flags.define_all_flags(flag_values)
-    flag_values(["prog", *arguments])
-    return flag_values
-
-
 def test_search_flags_default_to_search_config_and_validate_with_its_messages():
-    assert pipeline_flags.search_config_from_flags(_parsed()) == SearchConfig()
+    assert pipeline_flags.search_config_from_flags(parsed_flags()) == SearchConfig()
     config = pipeline_flags.search_config_from_flags(
-        _parsed("--beam_size=4", "--nbest=2", "--inference_dtype=bfloat16", "--xla_decode")
+        parsed_flags("--beam_size=4", "--nbest=2", "--inference_dtype=bfloat16", "--xla_decode")
     )
     assert config == SearchConfig(beam_size=4, nbest=2, dtype="bfloat16", xla=True)
     # Pipelines that ignore --nbest keep the default.
     ignored = pipeline_flags.search_config_from_flags(
-        _parsed("--beam_size=2", "--nbest=9"), with_nbest=False
+        parsed_flags("--beam_size=2", "--nbest=9"), with_nbest=False
     )
     assert ignored == SearchConfig(beam_size=2)
     for arguments in (
@@ -288,12 +282,12 @@ def test_search_flags_default_to_search_config_and_validate_with_its_messages():
         with pytest.raises(ValueError) as expected:
             SearchConfig(**fields).validate()
         with pytest.raises(flags.ValidationError) as raised:
-            pipeline_flags.search_config_from_flags(_parsed(*arguments))
+            pipeline_flags.search_config_from_flags(parsed_flags(*arguments))
         assert str(raised.value) == str(expected.value)
 
 
 def test_cooldown_needs_a_time_limit_longer_than_itself():
-    parsed = _parsed("--max_train_minutes=58", "--anneal_final_minutes=5")
+    parsed = parsed_flags("--max_train_minutes=58", "--anneal_final_minutes=5")
     assert parsed.anneal_final_minutes == 5.0
     for arguments in (
         ["--anneal_final_minutes=5"],
@@ -301,4 +295,4 @@ def test_cooldown_needs_a_time_limit_longer_than_itself():
         ["--max_train_minutes=58", "--anneal_final_minutes=-1"],
     ):
         with pytest.raises(flags.IllegalFlagValueError, match="--anneal_final_minutes needs"):
-            _parsed(*arguments)
+            parsed_flags(*arguments)
