@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from conftest import run_python
-from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
+from helpers.corpora import POSENET_TINY_FLAGS, TINY_MODEL_FLAGS, local_corpus_flags
 
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
@@ -181,3 +181,41 @@ def test_iterator_deletion():
     line = _last_json(["-m", "benchmarks.iterator_deletion", "--quick"])
     assert line["quick"] is True and line["trials_autotune"] > 0
     assert line["flat_map_max_boundary_gap_seconds"] >= 0
+
+
+def test_family_comparison(small_corpus, tmp_path):
+    # One arm (every arm takes the same path): a tiny PoseNet over the small corpus.
+    config = tmp_path / "posenet.cfg"
+    config.write_text(
+        "\n".join(
+            [
+                f"--data_dir={tmp_path / 'data'}",
+                *local_corpus_flags(small_corpus),
+                *POSENET_TINY_FLAGS,
+                "--max_epochs=1",
+                "--max_tokens=1000",
+                "--valid_beam_size=0",
+                "--test_beam_size=0",
+                "--progress_bar=false",
+                "--max_len_a=1.2",
+                "--max_len_b=5",
+            ]
+        )
+        + "\n"
+    )
+    arguments = [
+        "-m",
+        "benchmarks.family_comparison",
+        "--seed=3",
+        f"--arms=tiny:{config}",
+        f"--runs_dir={tmp_path / 'runs'}",
+        "--latency_sentences=2",
+        "--batch_size=64",
+    ]
+    line = _last_json(arguments)
+    arm = line["arms"]["tiny"]
+    assert line["seed"] == 3 and arm["epochs"] == 1 and arm["updates"] > 0
+    assert arm["parameters"] > 0 and arm["train_seconds"] > 0 and arm["train_tokens_per_sec"] > 0
+    for key in ("bleu", "chrf", "approx_bleu", "approx_bleu_unpadded"):
+        assert 0 <= arm[key] <= 100
+    assert arm["batch1_ms"] > 0 and arm["batch64_sentences_per_sec"] > 0

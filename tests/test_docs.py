@@ -26,7 +26,12 @@ import time
 
 import pytest
 from absl import flags
-from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags, multi30k_lines
+from helpers.corpora import (
+    POSENET_TINY_FLAGS,
+    TINY_MODEL_FLAGS,
+    local_corpus_flags,
+    multi30k_lines,
+)
 from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
 DOC_PATHS = ["README.md"] + sorted(
@@ -211,17 +216,7 @@ def _tiny_configs(corpus):
     posenet = [
         *data,
         "--model_dir=runs/posenet_multi30k",
-        "--family=posenet",
-        "--preset=posenet_multi30k_cpu",
-        "--hidden_dim=16",
-        "--num_heads=2",
-        "--ffn_dim=32",
-        "--encoder_layers=1",
-        "--decoder_layers=1",
-        "--optimizer=adam",
-        "--warmup=noam",
-        "--warmup_steps=10",
-        "--learning_rate=1e-3",
+        *POSENET_TINY_FLAGS,
         *steps,
     ]
     configs = {"multi30k_en_de.cfg": default, "quickstart.cfg": quickstart}

@@ -15,6 +15,7 @@ import tensorflow as tf
 from conftest import ROOT
 from conftest import subprocess_env as _env
 from helpers.corpora import local_corpus_flags
+from helpers.subprocesses import start_server
 from tensorboard.backend.event_processing import event_accumulator
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
@@ -200,25 +201,9 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
     translations = compiled(text=tf.constant(SENTENCES[:2]))["translation"].numpy()
     assert [text.decode() for text in translations] == expected
 
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.serve",
-            f"--model_base_path={export_dir}",
-            "--model_name=posenet",
-            "--port=0",
-        ],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, address = start_server(export_dir, "posenet")
     try:
-        match = re.search(r"on 127\.0\.0\.1:(\d+)", server.stdout.readline())
-        assert match, server.stderr.read()[-3000:]
-        with grpc.insecure_channel(f"127.0.0.1:{match.group(1)}") as channel:
+        with grpc.insecure_channel(address) as channel:
             stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
             outputs = predict(stub, "posenet", SENTENCES)
     finally:

@@ -2,7 +2,6 @@
 real protocol (`tensorflow_serving.apis`)."""
 
 import concurrent.futures
-import re
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import ROOT
 from conftest import subprocess_env as _env
+from helpers.subprocesses import start_server
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -26,27 +26,8 @@ SENTENCES = [f"A man number {i} is riding a bicycle." for i in range(5)] + [""]
 
 @pytest.fixture(scope="module")
 def server(exported):
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.serve",
-            f"--model_base_path={exported}",
-            "--model_name=tiny",
-            "--port=0",
-        ],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = process.stdout.readline()
-    match = re.search(r"on 127\.0\.0\.1:(\d+)", line)
-    if not match:
-        process.kill()
-        pytest.fail(f"server did not start: {line!r} {process.stderr.read()[-3000:]}")
-    yield process, f"127.0.0.1:{match.group(1)}"
+    process, address = start_server(exported, "tiny")
+    yield process, address
     if process.poll() is None:
         process.kill()
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, overload
 
@@ -32,21 +30,19 @@ import tensorflow as tf
 from absl import logging
 
 from convs2s_tf.models.families import DEFAULT_FAMILY, FAMILY_KEY
-from convs2s_tf.runs.checkpoints import (
-    STATE_FILE,
-    CheckpointError,
-    UnreadableCheckpointError,
-    checkpoint_state,
-    has_checkpoint_files,
-    latest_checkpoint,
+from convs2s_tf.runs.checkpoint_directory import (
+    CHECKPOINT_PREFIX,
+    checkpoint_files_by_step,
+    checkpoint_manager,
+    checkpoints_by_step,
 )
+from convs2s_tf.runs.checkpoints import CheckpointError, latest_checkpoint
 
 CONFIG_FILE = "config.json"
 CHECKPOINTS_SUBDIR = "checkpoints"
 BEST_SUBDIR = "best"
 EPOCH_ENDS_SUBDIR = "epoch_ends"
 AVERAGED_SUBDIR = "averaged"
-CHECKPOINT_PREFIX = "ckpt"
 SOURCE_DICT_FILE = "source_dict.txt"
 TARGET_DICT_FILE = "target_dict.txt"
 SENTENCEPIECE_FILE = "sentencepiece.model"
@@ -91,118 +87,6 @@ class VocabularyFiles(NamedTuple):
 def _absolute(path):
     # A URL (gs://...) is absolute already; os.path.abspath would mangle it.
     return path if "://" in path else os.path.abspath(path)
-
-
-def _step(path: str) -> int:
-    # A CheckpointManager names checkpoints `ckpt-<step>`.
-    return int(path.rsplit("-", 1)[-1])
-
-
-def _checkpoint_files_by_step(directory: str) -> list[str]:
-    """The checkpoints of `directory` by their files, whatever its state file says.
-
-    Args:
-        directory: A checkpoint directory (it need not exist).
-
-    Returns:
-        The prefixes `ckpt-<step>` of the `ckpt-<step>.index` files (which may still be
-        torn), oldest (lowest step) first; [] when there are none.
-    """
-    if not tf.io.gfile.isdir(directory):
-        return []
-    pattern = re.compile(rf"{re.escape(CHECKPOINT_PREFIX)}-\d+\.index")
-    names = [name for name in tf.io.gfile.listdir(directory) if pattern.fullmatch(name)]
-    paths = [os.path.join(directory, name[: -len(".index")]) for name in names]
-    return sorted(paths, key=_step)
-
-
-def _checkpoints_by_step(directory: str) -> list[str]:
-    """The complete checkpoints a `CheckpointManager` keeps in `directory`, by step.
-
-    Those its `checkpoint` state file names; with that file missing or torn, those of the
-    directory's files (see `_checkpoint_files_by_step`).
-
-    Args:
-        directory: A checkpoint directory (it need not exist).
-
-    Returns:
-        Checkpoint prefixes, oldest (lowest step) first; [] when there are none.
-    """
-    if not has_checkpoint_files(directory):
-        return []
-    try:
-        state = checkpoint_state(directory)
-    except UnreadableCheckpointError:
-        state = None
-    if state is None:
-        return _checkpoint_files_by_step(directory)
-    paths = [
-        path for path in state.all_model_checkpoint_paths if tf.io.gfile.exists(path + ".index")
-    ]
-    return sorted(paths, key=_step)
-
-
-def _rebuild_torn_checkpoint_state(directory: str) -> None:
-    """Rewrites a torn `checkpoint` state file of `directory` from its checkpoint files.
-
-    A `tf.train.CheckpointManager` fails over some torn state files (ValueError) and
-    forgets the checkpoints named by others, never deleting them: this runs before one is
-    made. A missing state file is left missing (see `latest_checkpoint`).
-
-    Args:
-        directory: A checkpoint directory (it need not exist).
-
-    Raises:
-        CheckpointError: The state file is torn and there is no checkpoint file to rebuild
-            it from.
-    """
-    try:
-        checkpoint_state(directory)
-        return
-    except UnreadableCheckpointError as error:
-        problem = error
-    paths = _checkpoint_files_by_step(directory)
-    if not paths:
-        raise CheckpointError(
-            f"{problem} {directory} holds no checkpoint to rebuild it from; remove it to "
-            "start afresh."
-        )
-    # What a CheckpointManager writes: paths relative to `directory`, the latest last, and
-    # times after the last preserved one (it would keep older checkpoints forever).
-    names = [os.path.basename(path) for path in paths]
-    now = time.time()
-    lines = [f'model_checkpoint_path: "{names[-1]}"']
-    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
-    lines += [f"all_model_checkpoint_timestamps: {now}" for _ in names]
-    lines += [f"last_preserved_timestamp: {now - 1}"]
-    state_file = os.path.join(directory, STATE_FILE)
-    with tf.io.gfile.GFile(state_file + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    tf.io.gfile.rename(state_file + ".tmp", state_file, overwrite=True)
-    logging.warning(
-        "%s is unreadable (%s); rebuilt it from the checkpoint files, the latest %s.",
-        problem.subject,
-        problem.reason,
-        paths[-1],
-    )
-
-
-def _manager(
-    checkpoint: tf.train.Checkpoint,
-    directory: str,
-    max_to_keep: int,
-    step_counter: tf.Variable | None = None,
-) -> tf.train.CheckpointManager:
-    """A `tf.train.CheckpointManager` of `ckpt-<N>` in `directory`, whose state file is
-    rebuilt first if torn (see `_rebuild_torn_checkpoint_state`)."""
-    _rebuild_torn_checkpoint_state(directory)
-    return tf.train.CheckpointManager(
-        checkpoint,
-        directory,
-        max_to_keep=max_to_keep,
-        step_counter=step_counter,
-        checkpoint_name=CHECKPOINT_PREFIX,
-    )
 
 
 class RunDirectory:
@@ -337,12 +221,12 @@ class RunDirectory:
         return latest_checkpoint(self.averaged_dir)
 
     def recent_checkpoints(self) -> list[str]:
-        """The checkpoints of `checkpoints/`, oldest first (see `_checkpoints_by_step`)."""
-        return _checkpoints_by_step(self.checkpoints_dir)
+        """The checkpoints of `checkpoints/`, oldest first (see `checkpoints_by_step`)."""
+        return checkpoints_by_step(self.checkpoints_dir)
 
     def epoch_end_checkpoints(self) -> list[str]:
-        """The checkpoints of `epoch_ends/`, oldest first (see `_checkpoints_by_step`)."""
-        return _checkpoints_by_step(self.epoch_ends_dir)
+        """The checkpoints of `epoch_ends/`, oldest first (see `checkpoints_by_step`)."""
+        return checkpoints_by_step(self.epoch_ends_dir)
 
     def find_checkpoint(self, checkpoint: str | None = None) -> str:
         """The checkpoint to translate with.
@@ -403,7 +287,7 @@ class RunDirectory:
         return [
             path
             for directory in (self.checkpoints_dir, self.best_dir)
-            for path in reversed(_checkpoint_files_by_step(directory))
+            for path in reversed(checkpoint_files_by_step(directory))
         ]
 
     def checkpoint_manager(
@@ -415,9 +299,9 @@ class RunDirectory:
         """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`.
 
         (Each manager of this class first rebuilds a torn state file of its directory
-        from the checkpoint files, see `_rebuild_torn_checkpoint_state`.)
+        from the checkpoint files, see `rebuild_torn_state`.)
         """
-        return _manager(
+        return checkpoint_manager(
             checkpoint, self.checkpoints_dir, max_to_keep=max_to_keep, step_counter=step_counter
         )
 
@@ -425,19 +309,19 @@ class RunDirectory:
         self, checkpoint: tf.train.Checkpoint
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one best checkpoint in `best/`."""
-        return _manager(checkpoint, self.best_dir, max_to_keep=1)
+        return checkpoint_manager(checkpoint, self.best_dir, max_to_keep=1)
 
     def epoch_end_checkpoint_manager(
         self, checkpoint: tf.train.Checkpoint, max_to_keep: int
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the last `max_to_keep` epoch ends."""
-        return _manager(checkpoint, self.epoch_ends_dir, max_to_keep=max_to_keep)
+        return checkpoint_manager(checkpoint, self.epoch_ends_dir, max_to_keep=max_to_keep)
 
     def averaged_checkpoint_manager(
         self, checkpoint: tf.train.Checkpoint
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` keeping the one averaged checkpoint in `averaged/`."""
-        return _manager(checkpoint, self.averaged_dir, max_to_keep=1)
+        return checkpoint_manager(checkpoint, self.averaged_dir, max_to_keep=1)
 
     def save_best(self, checkpoint: tf.train.Checkpoint) -> str:
         """Saves `checkpoint` as the run's best (an imported run's weights).

@@ -45,6 +45,17 @@ _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mix
 PREEMPTED = "preempted (SIGTERM): saved, re-run the command to resume"
 
 
+def _placement(strategy: tf.distribute.Strategy) -> Placement:
+    """The run's shape: its workers and the replicas on each. (An epoch's step count is
+    the same on every worker, so the trainer's placement is worker 0's.)"""
+    num_workers = cluster_size(strategy)
+    return Placement(
+        num_workers=num_workers,
+        worker=0,
+        replicas_per_worker=strategy.num_replicas_in_sync // num_workers,
+    )
+
+
 class TrainingInput(Protocol):
     """What `Trainer.train` reads: per-replica batches for the whole run
     (`convs2s_tf.data.pipeline.TrainingData` is one)."""
@@ -100,41 +111,10 @@ class Trainer:
         self.model_dir = self.run_directory.path
         self.strategy = strategy
         self.is_chief = is_chief(strategy)
-        num_workers = cluster_size(strategy)
-        self.placement = Placement(
-            num_workers=num_workers,
-            worker=0,
-            replicas_per_worker=strategy.num_replicas_in_sync // num_workers,
-        )
+        self.placement = _placement(strategy)
         self.coordinator = Coordinator(strategy)
         self.preemption = PreemptionWatch()
-        keras.mixed_precision.set_global_policy(_POLICIES[config.dtype])
-        keras.utils.set_random_seed(config.seed)
-        with strategy.scope():
-            self.model = model_fn()
-            self.model(self.model.dummy_inputs())
-            self.optimizer = make_optimizer(config)
-            # Keras 3 creates slots lazily; they must exist before the first traced step.
-            self.loss_scale = (
-                DynamicLossScale(self.optimizer) if config.dtype == "float16" else None
-            )
-            if self.loss_scale is not None:
-                self.loss_scale.build(self.model.trainable_variables)
-            else:
-                self.optimizer.build(self.model.trainable_variables)
-            self.state = TrainingState(config.learning_rate)
-            self.schedule = PlateauSchedule(
-                config.lr_shrink, config.lr_threshold, config.lr_patience
-            )
-            self.steps = TrainingSteps(
-                self.model,
-                self.optimizer,
-                self.state,
-                config,
-                strategy,
-                self.loss_scale,
-                self.preemption.vote,
-            )
+        self._build_model_and_optimizer(model_fn)
         self.checkpoints = TrainingCheckpoints(
             self.run_directory,
             self.model,
@@ -165,6 +145,38 @@ class Trainer:
         self._cooled_down = False
         # The chief's time limit check, as broadcast at the last epoch end.
         self._time_expired = False
+
+    def _build_model_and_optimizer(self, model_fn: Callable[[], ConvS2S]) -> None:
+        """Builds the model, the optimiser (with its slots), the training state and the
+        step functions under the strategy's scope, in the run's dtype and seed."""
+        config, strategy = self.config, self.strategy
+        keras.mixed_precision.set_global_policy(_POLICIES[config.dtype])
+        keras.utils.set_random_seed(config.seed)
+        with strategy.scope():
+            self.model = model_fn()
+            self.model(self.model.dummy_inputs())
+            self.optimizer = make_optimizer(config)
+            # Keras 3 creates slots lazily; they must exist before the first traced step.
+            self.loss_scale = (
+                DynamicLossScale(self.optimizer) if config.dtype == "float16" else None
+            )
+            if self.loss_scale is not None:
+                self.loss_scale.build(self.model.trainable_variables)
+            else:
+                self.optimizer.build(self.model.trainable_variables)
+            self.state = TrainingState(config.learning_rate)
+            self.schedule = PlateauSchedule(
+                config.lr_shrink, config.lr_threshold, config.lr_patience
+            )
+            self.steps = TrainingSteps(
+                self.model,
+                self.optimizer,
+                self.state,
+                config,
+                strategy,
+                self.loss_scale,
+                self.preemption.vote,
+            )
 
     def _build_steps(self, element_spec):
         """Traces the step functions for the dataset's element spec (see `TrainingSteps`)."""

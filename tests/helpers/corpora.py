@@ -38,3 +38,18 @@ TINY_MODEL_FLAGS = [
     "--decoder_layers=[(16, 3)] * 2",
     "--decoder_out_embed_dim=16",
 ]
+
+# PoseNet at the same size: 16 wide, one layer a side.
+POSENET_TINY_FLAGS = [
+    "--family=posenet",
+    "--preset=posenet_multi30k_cpu",
+    "--hidden_dim=16",
+    "--num_heads=2",
+    "--ffn_dim=32",
+    "--encoder_layers=1",
+    "--decoder_layers=1",
+    "--optimizer=adam",
+    "--warmup=noam",
+    "--warmup_steps=10",
+    "--learning_rate=1e-3",
+]

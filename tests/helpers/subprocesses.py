@@ -1,6 +1,7 @@
 """Running the pipelines and helper scripts in subprocesses, from the repository root."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -42,3 +43,32 @@ def free_ports(count):
     for s in sockets:
         s.close()
     return ports
+
+
+def start_server(model_base_path, model_name):
+    """Starts `pipelines.serve` on a free loopback port; returns `(process, address)`.
+
+    The server prints its address as its first line; a server that prints anything else
+    is killed and the test fails with the end of its stderr.
+    """
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.serve",
+            f"--model_base_path={model_base_path}",
+            f"--model_name={model_name}",
+            "--port=0",
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline()
+    match = re.search(r"on 127\.0\.0\.1:(\d+)", line)
+    if not match:
+        process.kill()
+        raise AssertionError(f"server did not start: {line!r} {process.stderr.read()[-3000:]}")
+    return process, f"127.0.0.1:{match.group(1)}"

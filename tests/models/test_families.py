@@ -115,6 +115,8 @@ POSENET_SWITCHES = [
     {"decoder_self_attention": False, "decoder_timing": "none", "ffn_layers": 0},
     {"encoder_self_attention": True, "groups": 2, "encoder_timing": "input"},
     {"encoder_dilations": "1.1.1.1", "ffn_layers": 3},
+    {"norm_placement": "pre", "encoder_self_attention": True},
+    {"norm_placement": "pre", "cross_attention": "after", "ffn_layers": 0},
 ]
 
 

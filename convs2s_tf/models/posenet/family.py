@@ -47,6 +47,12 @@ _FLAGS = (
     ),
     ModelFlag("decoder_self_attention", "bool", "masked self-attention in decoder layers"),
     ModelFlag("encoder_self_attention", "bool", "self-attention in encoder layers"),
+    ModelFlag(
+        "norm_placement",
+        "enum",
+        "each sub-layer's layer norm: post, the paper's norm(x + f(x)), or pre, x + f(norm(x))",
+        enum_values=("post", "pre"),
+    ),
     ModelFlag("dropout", "float", "drop probability of embeddings and sub-layers"),
     ModelFlag("attention_dropout", "float", "drop probability of the attention weights"),
 )

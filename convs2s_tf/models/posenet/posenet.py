@@ -43,6 +43,8 @@ class PoseNet(keras.Model):
         encoder_self_attention: Self-attention in the encoder's layers.
         dropout: Drop probability of embeddings and sub-layers.
         attention_dropout: Drop probability of the attention weights.
+        norm_placement: Where each sub-layer's layer norm sits: `"post"`, the paper's
+            `norm(x + f(x))`, or `"pre"`, `x + f(norm(x))` (see `ResidualNorm`).
         max_source_positions: The longest source the model accepts.
         max_target_positions: The longest decoder input.
         pad_id: Padding token id.
@@ -76,6 +78,7 @@ class PoseNet(keras.Model):
         encoder_self_attention: bool = False,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
+        norm_placement: str = "post",
         max_source_positions: int = 1024,
         max_target_positions: int = 1024,
         pad_id: int = PAD_ID,
@@ -91,6 +94,7 @@ class PoseNet(keras.Model):
             num_heads=num_heads,
             dropout=dropout,
             attention_dropout=attention_dropout,
+            norm_placement=norm_placement,
             pad_id=pad_id,
         )
         self.encoder = PoseNetEncoder(

@@ -14,8 +14,8 @@ from convs2s_tf.layers import (
     ConvBox,
     MultiHeadAttention,
     PositionwiseFFN,
-    PostNormSublayer,
     RandomBitsDropout,
+    ResidualNorm,
     SinusoidalTiming,
 )
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -23,6 +23,14 @@ from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
     PoseNetEncoderOutput,
     parse_dilations,
+)
+from convs2s_tf.models.posenet.sublayers import (
+    attention_sublayer,
+    build_layer,
+    ffn_sublayer,
+    final_norm,
+    token_embedding,
+    track_layer,
 )
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -50,13 +58,13 @@ class DecoderLayer:
     """The sub-layers of one decoder layer (None: switched off)."""
 
     self_attention: MultiHeadAttention | None
-    self_attention_norm: PostNormSublayer | None
+    self_attention_norm: ResidualNorm | None
     cross_attention: MultiHeadAttention
-    cross_attention_norm: PostNormSublayer
+    cross_attention_norm: ResidualNorm
     box_1: ConvBox
     box_2: ConvBox
     ffn: PositionwiseFFN | None
-    ffn_norm: PostNormSublayer | None
+    ffn_norm: ResidualNorm | None
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -67,15 +75,17 @@ class PoseNetDecoder(keras.layers.Layer):
     `sqrt(hidden_dim)`, the position signal added once (or never, or before every
     layer); each of `num_layers` layers:
 
-        x = PostNorm(x, MaskedSelfAttention(x))      # optional
-        x = PostNorm(x, CrossAttention(x, source))   # "before" the boxes (or "after")
-        y = causal_box_1(x)                          # kernels 3, 7
-        x = x + y + causal_box_2(x + y)              # kernels 15, 31
-        x = PostNorm(x, FFN(x))                      # optional
+        x = Norm(x, MaskedSelfAttention(x))      # optional
+        x = Norm(x, CrossAttention(x, source))   # "before" the boxes (or "after")
+        y = causal_box_1(x)                      # kernels 3, 7
+        x = x + y + causal_box_2(x + y)          # kernels 15, 31
+        x = Norm(x, FFN(x))                      # optional
 
-    Logits are the features times the token table (tied) plus a bias. `step` decodes
-    one position from a fixed-shape state: per layer, the self-attention's key and value
-    buffers (`max_steps` columns) and one window per causal convolution.
+    `Norm` is a `ResidualNorm`: the paper's `norm(x + f(x))` (`norm_placement="post"`),
+    or `x + f(norm(x))` with one more norm after the last layer (`"pre"`). Logits are the
+    features times the token table (tied) plus a bias. `step` decodes one position from a
+    fixed-shape state: per layer, the self-attention's key and value buffers (`max_steps`
+    columns) and one window per causal convolution.
 
     Args:
         vocab_size: Target vocabulary size.
@@ -91,6 +101,7 @@ class PoseNetDecoder(keras.layers.Layer):
         timing: `"none"`, `"once"` or `"every_layer"`.
         dropout: Drop probability after the embedding and in the sub-layers.
         attention_dropout: Drop probability of the attention weights.
+        norm_placement: `"post"` (the paper's) or `"pre"` (see `ResidualNorm`).
         max_positions: The longest decoder input the model accepts.
         pad_id: Padding token id.
         **kwargs: Standard `keras.layers.Layer` arguments.
@@ -111,6 +122,7 @@ class PoseNetDecoder(keras.layers.Layer):
         timing: str = "once",
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
+        norm_placement: str = "post",
         max_positions: int = 1024,
         pad_id: int = PAD_ID,
         **kwargs: Any,
@@ -136,45 +148,43 @@ class PoseNetDecoder(keras.layers.Layer):
         self.timing_placement = timing
         self.dropout = float(dropout)
         self.attention_dropout = float(attention_dropout)
+        self.norm_placement = norm_placement
         self.max_positions = int(max_positions)
         self.pad_id = int(pad_id)
-        self.token_embedding = keras.layers.Embedding(
-            self.vocab_size,
-            self.hidden_dim,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=self.hidden_dim**-0.5),
-            name="token_embedding",
-        )
+        self.token_embedding = token_embedding(self.vocab_size, self.hidden_dim)
         self.timing = SinusoidalTiming(self.hidden_dim, pad_id=self.pad_id, name="timing")
         self.embedding_dropout = RandomBitsDropout(self.dropout)
         convolutions = list(zip(KERNELS, parse_dilations(dilation_scheme)))
         self.decoder_layers = [self._make_layer(index, convolutions) for index in range(num_layers)]
+        self.final_norm = final_norm(norm_placement)
 
     def _make_layer(self, index: int, convolutions: list[tuple[int, int]]) -> DecoderLayer:
         def box(part):
             return ConvBox(self.hidden_dim, part, padding="causal", groups=self.groups)
 
-        layer = DecoderLayer(
-            self_attention=(
-                MultiHeadAttention(self.num_heads, self.attention_dropout)
-                if self.use_self_attention
-                else None
-            ),
-            self_attention_norm=PostNormSublayer(self.dropout) if self.use_self_attention else None,
-            cross_attention=MultiHeadAttention(self.num_heads, self.attention_dropout),
-            cross_attention_norm=PostNormSublayer(self.dropout),
-            box_1=box(convolutions[:2]),
-            box_2=box(convolutions[2:]),
-            ffn=(
-                PositionwiseFFN(self.ffn_dim, num_layers=self.ffn_layers, dropout=self.dropout)
-                if self.ffn_layers
-                else None
-            ),
-            ffn_norm=PostNormSublayer(self.dropout) if self.ffn_layers else None,
+        def attention(enabled):
+            return attention_sublayer(
+                enabled, self.num_heads, self.attention_dropout, self.dropout, self.norm_placement
+            )
+
+        self_attention, self_attention_norm = attention(self.use_self_attention)
+        cross_attention, cross_attention_norm = attention(True)
+        # Made in the layer's order, so the layers' automatic names stay the same.
+        box_1, box_2 = box(convolutions[:2]), box(convolutions[2:])
+        ffn, ffn_norm = ffn_sublayer(
+            self.ffn_dim, self.ffn_layers, self.dropout, self.norm_placement
         )
-        for role, sublayer in vars(layer).items():
-            if sublayer is not None:
-                # `tf.train.Checkpoint` does not look into Python lists of layers.
-                self._track_trackable(sublayer, name=f"layer_{index}_{role}")
+        layer = DecoderLayer(
+            self_attention=self_attention,
+            self_attention_norm=self_attention_norm,
+            cross_attention=cross_attention,
+            cross_attention_norm=cross_attention_norm,
+            box_1=box_1,
+            box_2=box_2,
+            ffn=ffn,
+            ffn_norm=ffn_norm,
+        )
+        track_layer(self, layer, index)
         return layer
 
     @property
@@ -187,15 +197,10 @@ class PoseNetDecoder(keras.layers.Layer):
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.vocab_size,), initializer="zeros"
         )
-        shape = (None, None, self.hidden_dim)
         for layer in self.decoder_layers:
-            for role, sublayer in vars(layer).items():
-                if sublayer is None:
-                    continue
-                if role.endswith("_norm") or role == "cross_attention":
-                    sublayer.build(shape, shape)
-                else:
-                    sublayer.build(shape)
+            build_layer(layer, self.hidden_dim, two_input_roles=("cross_attention",))
+        if self.final_norm is not None:
+            self.final_norm.build((None, None, self.hidden_dim))
 
     # ------------------------------------------------------------ parallel pass
     def features(
@@ -217,7 +222,7 @@ class PoseNetDecoder(keras.layers.Layer):
 
         def attend(layer, x):
             attended, layer_weights = layer.cross_attention(
-                x,
+                layer.cross_attention_norm.branch_input(x),
                 encoder_output.hidden,
                 padding_mask=source_mask,
                 training=training,
@@ -229,7 +234,9 @@ class PoseNetDecoder(keras.layers.Layer):
         for index, layer in enumerate(self.decoder_layers):
             x = self._add_timing(x, signal, index)
             if layer.self_attention is not None and layer.self_attention_norm is not None:
-                attended = layer.self_attention(x, causal=True, training=training)
+                attended = layer.self_attention(
+                    layer.self_attention_norm.branch_input(x), causal=True, training=training
+                )
                 x = layer.self_attention_norm(x, attended, training=training)
             if self.cross_attention_placement == "before":
                 x = attend(layer, x)
@@ -238,7 +245,10 @@ class PoseNetDecoder(keras.layers.Layer):
             if self.cross_attention_placement == "after":
                 x = attend(layer, x)
             if layer.ffn is not None and layer.ffn_norm is not None:
-                x = layer.ffn_norm(x, layer.ffn(x, training=training), training=training)
+                update = layer.ffn(layer.ffn_norm.branch_input(x), training=training)
+                x = layer.ffn_norm(x, update, training=training)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         if return_attention == "per_layer":
             return x, weights
         if return_attention:
@@ -342,7 +352,7 @@ class PoseNetDecoder(keras.layers.Layer):
 
         def attend(index, layer, x):
             attended, layer_weights = layer.cross_attention.attend_memory(
-                x,
+                layer.cross_attention_norm.branch_input(x),
                 encoder_output.keys[index],
                 encoder_output.values[index],
                 bias,
@@ -357,7 +367,7 @@ class PoseNetDecoder(keras.layers.Layer):
             layer_state = dict(state)
             if layer.self_attention is not None and layer.self_attention_norm is not None:
                 attended, layer_state["self_attention"] = layer.self_attention.step(
-                    x, state["self_attention"], step
+                    layer.self_attention_norm.branch_input(x), state["self_attention"], step
                 )
                 x = layer.self_attention_norm(x, attended)
             if self.cross_attention_placement == "before":
@@ -368,8 +378,10 @@ class PoseNetDecoder(keras.layers.Layer):
             if self.cross_attention_placement == "after":
                 x = attend(index, layer, x)
             if layer.ffn is not None and layer.ffn_norm is not None:
-                x = layer.ffn_norm(x, layer.ffn(x))
+                x = layer.ffn_norm(x, layer.ffn(layer.ffn_norm.branch_input(x)))
             new_state.append(layer_state)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         if output_subset is None:
             logits = self.output_logits(x)[:, 0]
         else:
@@ -395,6 +407,7 @@ class PoseNetDecoder(keras.layers.Layer):
                 "timing": self.timing_placement,
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
+                "norm_placement": self.norm_placement,
                 "max_positions": self.max_positions,
                 "pad_id": self.pad_id,
             }

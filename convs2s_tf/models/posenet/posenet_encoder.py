@@ -14,9 +14,17 @@ from convs2s_tf.layers import (
     ConvBox,
     MultiHeadAttention,
     PositionwiseFFN,
-    PostNormSublayer,
     RandomBitsDropout,
+    ResidualNorm,
     SinusoidalTiming,
+)
+from convs2s_tf.models.posenet.sublayers import (
+    attention_sublayer,
+    build_layer,
+    ffn_sublayer,
+    final_norm,
+    token_embedding,
+    track_layer,
 )
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -32,9 +40,9 @@ class EncoderLayer:
     box_1: ConvBox
     box_2: ConvBox
     attention: MultiHeadAttention | None
-    attention_norm: PostNormSublayer | None
+    attention_norm: ResidualNorm | None
     ffn: PositionwiseFFN | None
-    ffn_norm: PostNormSublayer | None
+    ffn_norm: ResidualNorm | None
 
 
 class PoseNetEncoderOutput(NamedTuple):
@@ -74,10 +82,12 @@ class PoseNetEncoder(keras.layers.Layer):
         x = x * mask
         y = box_1(x)                # kernels 3, 7
         x = x + y + box_2(x + y)    # kernels 15, 31
-        x = PostNorm(x, SelfAttention(x))   # optional
-        x = PostNorm(x, FFN(x)) * mask
+        x = Norm(x, SelfAttention(x))       # optional
+        x = Norm(x, FFN(x)) * mask
 
-    with the dilations of `dilation_scheme` and `"same"` padding.
+    with the dilations of `dilation_scheme` and `"same"` padding. `Norm` is a
+    `ResidualNorm`: the paper's `norm(x + f(x))` (`norm_placement="post"`), or
+    `x + f(norm(x))` with one more norm at the end of the stack (`"pre"`).
 
     Args:
         vocab_size: Source vocabulary size.
@@ -92,6 +102,7 @@ class PoseNetEncoder(keras.layers.Layer):
         timing: `"every_layer"` or `"input"`.
         dropout: Drop probability after the embedding and in the sub-layers.
         attention_dropout: Drop probability of the attention weights.
+        norm_placement: `"post"` (the paper's) or `"pre"` (see `ResidualNorm`).
         max_positions: The longest source (with its `</s>`) the encoder accepts.
         pad_id: Padding token id.
         **kwargs: Standard `keras.layers.Layer` arguments.
@@ -118,6 +129,7 @@ class PoseNetEncoder(keras.layers.Layer):
         timing: str = "every_layer",
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
+        norm_placement: str = "post",
         max_positions: int = 1024,
         pad_id: int = PAD_ID,
         **kwargs: Any,
@@ -140,40 +152,39 @@ class PoseNetEncoder(keras.layers.Layer):
         self.timing_placement = timing
         self.dropout = float(dropout)
         self.attention_dropout = float(attention_dropout)
+        self.norm_placement = norm_placement
         self.max_positions = int(max_positions)
         self.pad_id = int(pad_id)
-        self.token_embedding = keras.layers.Embedding(
-            self.vocab_size,
-            self.hidden_dim,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=self.hidden_dim**-0.5),
-            name="token_embedding",
-        )
+        self.token_embedding = token_embedding(self.vocab_size, self.hidden_dim)
         self.timing = SinusoidalTiming(self.hidden_dim, pad_id=self.pad_id, name="timing")
         self.embedding_dropout = RandomBitsDropout(self.dropout)
         self.encoder_layers: list[EncoderLayer] = []
         convolutions = list(zip(KERNELS, self.dilations))
         for index in range(self.num_layers):
-            layer = EncoderLayer(
-                box_1=ConvBox(self.hidden_dim, convolutions[:2], groups=self.groups),
-                box_2=ConvBox(self.hidden_dim, convolutions[2:], groups=self.groups),
-                attention=(
-                    MultiHeadAttention(self.num_heads, self.attention_dropout)
-                    if self.self_attention
-                    else None
-                ),
-                attention_norm=PostNormSublayer(self.dropout) if self.self_attention else None,
-                ffn=(
-                    PositionwiseFFN(self.ffn_dim, num_layers=self.ffn_layers, dropout=self.dropout)
-                    if self.ffn_layers
-                    else None
-                ),
-                ffn_norm=PostNormSublayer(self.dropout) if self.ffn_layers else None,
+            # Made in the layer's order, so the layers' automatic names stay the same.
+            box_1 = ConvBox(self.hidden_dim, convolutions[:2], groups=self.groups)
+            box_2 = ConvBox(self.hidden_dim, convolutions[2:], groups=self.groups)
+            attention, attention_norm = attention_sublayer(
+                self.self_attention,
+                self.num_heads,
+                self.attention_dropout,
+                self.dropout,
+                norm_placement,
             )
-            for role, sublayer in vars(layer).items():
-                if sublayer is not None:
-                    # `tf.train.Checkpoint` does not look into Python lists of layers.
-                    self._track_trackable(sublayer, name=f"layer_{index}_{role}")
+            ffn, ffn_norm = ffn_sublayer(
+                self.ffn_dim, self.ffn_layers, self.dropout, norm_placement
+            )
+            layer = EncoderLayer(
+                box_1=box_1,
+                box_2=box_2,
+                attention=attention,
+                attention_norm=attention_norm,
+                ffn=ffn,
+                ffn_norm=ffn_norm,
+            )
+            track_layer(self, layer, index)
             self.encoder_layers.append(layer)
+        self.final_norm = final_norm(norm_placement)
 
     @property
     def max_length(self) -> int:
@@ -182,15 +193,10 @@ class PoseNetEncoder(keras.layers.Layer):
 
     def build(self, input_shape: Sequence[int | None] | None = None) -> None:
         self.token_embedding.build((None, None))
-        shape = (None, None, self.hidden_dim)
         for layer in self.encoder_layers:
-            for role, sublayer in vars(layer).items():
-                if sublayer is None:
-                    continue
-                if role.endswith("_norm"):
-                    sublayer.build(shape, shape)
-                else:
-                    sublayer.build(shape)
+            build_layer(layer, self.hidden_dim)
+        if self.final_norm is not None:
+            self.final_norm.build((None, None, self.hidden_dim))
 
     def call(self, source_tokens: tf.Tensor, training: bool = False) -> PoseNetEncoderOutput:
         source_mask = tf.not_equal(source_tokens, self.pad_id)
@@ -206,11 +212,16 @@ class PoseNetEncoder(keras.layers.Layer):
             y = layer.box_1(x, padding_mask=mask)
             x = x + y + layer.box_2(x + y, padding_mask=mask)
             if layer.attention is not None and layer.attention_norm is not None:
-                attended = layer.attention(x, padding_mask=mask, training=training)
+                attended = layer.attention(
+                    layer.attention_norm.branch_input(x), padding_mask=mask, training=training
+                )
                 x = layer.attention_norm(x, attended, training=training)
             if layer.ffn is not None and layer.ffn_norm is not None:
-                x = layer.ffn_norm(x, layer.ffn(x, training=training), training=training)
+                update = layer.ffn(layer.ffn_norm.branch_input(x), training=training)
+                x = layer.ffn_norm(x, update, training=training)
             x = x * mask[..., None]
+        if self.final_norm is not None:
+            x = self.final_norm(x) * mask[..., None]
         return PoseNetEncoderOutput(hidden=x, source_mask=source_mask)
 
     def get_config(self) -> dict[str, Any]:
@@ -229,6 +240,7 @@ class PoseNetEncoder(keras.layers.Layer):
                 "timing": self.timing_placement,
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
+                "norm_placement": self.norm_placement,
                 "max_positions": self.max_positions,
                 "pad_id": self.pad_id,
             }

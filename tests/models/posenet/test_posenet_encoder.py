@@ -13,8 +13,12 @@ SMALL = dict(vocab_size=20, hidden_dim=8, num_layers=2, ffn_dim=16, num_heads=2)
 
 @pytest.mark.parametrize(
     "switches",
-    [{}, {"self_attention": True, "timing": "input", "groups": 2, "ffn_layers": 0}],
-    ids=["defaults", "switched"],
+    [
+        {},
+        {"self_attention": True, "timing": "input", "groups": 2, "ffn_layers": 0},
+        {"norm_placement": "pre", "self_attention": True},
+    ],
+    ids=["defaults", "switched", "pre_norm"],
 )
 def test_layer_contract(switches):
     run_layer_test(
@@ -37,7 +41,8 @@ def _weights(switches):
         per_layer += 4 + 2  # two dense maps, their norm
     if switches.get("self_attention"):
         per_layer += 8 + 2
-    return 1 + 2 * per_layer  # the token embedding
+    final_norm = 2 if switches.get("norm_placement") == "pre" else 0
+    return 1 + 2 * per_layer + final_norm  # the token embedding
 
 
 def _seed_generators(switches):
@@ -78,10 +83,11 @@ def test_dilation_schemes():
         PoseNetEncoder(20, timing="never")
 
 
-def test_checkpoints_hold_every_sublayer(tmp_path):
+@pytest.mark.parametrize("norm_placement", ["post", "pre"])
+def test_checkpoints_hold_every_sublayer(tmp_path, norm_placement):
     tokens = tf.constant([[5, 6, 7, 2]])
-    written = PoseNetEncoder(**SMALL, self_attention=True)
-    read = PoseNetEncoder(**SMALL, self_attention=True)
+    written = PoseNetEncoder(**SMALL, self_attention=True, norm_placement=norm_placement)
+    read = PoseNetEncoder(**SMALL, self_attention=True, norm_placement=norm_placement)
     written(tokens), read(tokens)
     path = tf.train.Checkpoint(encoder=written).write(str(tmp_path / "ckpt"))
     tf.train.Checkpoint(encoder=read).read(path).assert_existing_objects_matched()
