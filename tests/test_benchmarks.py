@@ -8,7 +8,12 @@ import shutil
 
 import pytest
 from conftest import run_python
-from helpers.corpora import POSENET_TINY_FLAGS, TINY_MODEL_FLAGS, local_corpus_flags
+from helpers.corpora import (
+    POSENET_TINY_FLAGS,
+    TINY_MODEL_FLAGS,
+    local_corpus_flags,
+    multi30k_lines,
+)
 
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
@@ -184,13 +189,22 @@ def test_iterator_deletion():
 
 
 def test_family_comparison(small_corpus, tmp_path):
-    # One arm (every arm takes the same path): a tiny PoseNet over the small corpus.
+    # One arm (every arm takes the same path): a tiny PoseNet trained on the small corpus,
+    # scored and timed on SENTENCES validation and test pairs.
+    corpus = {"train": small_corpus["train"]}
+    for split, stem in (("validation", "val"), ("test", "test_2016_flickr")):
+        corpus[split] = str(tmp_path / split)
+        for language in ("en", "de"):
+            lines = multi30k_lines(stem, language, SENTENCES)
+            (tmp_path / f"{split}.{language}").write_text(
+                "".join(f"{x}\n" for x in lines), encoding="utf-8"
+            )
     config = tmp_path / "posenet.cfg"
     config.write_text(
         "\n".join(
             [
                 f"--data_dir={tmp_path / 'data'}",
-                *local_corpus_flags(small_corpus),
+                *local_corpus_flags(corpus),
                 *POSENET_TINY_FLAGS,
                 "--max_epochs=1",
                 "--max_tokens=1000",
