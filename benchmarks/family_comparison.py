@@ -83,10 +83,11 @@ def _parameters(model_dir):
 
 def _updates(model_dir):
     from convs2s_tf.runs import RunDirectory
+    from convs2s_tf.runs.checkpoint_directory import checkpoint_step
 
     # Training's last checkpoint is its last update (it saves when it stops).
     latest = RunDirectory(model_dir).latest_checkpoint()
-    return int(latest.rsplit("-", 1)[-1]) if latest else 0
+    return checkpoint_step(latest) if latest else 0
 
 
 def train(flagfile, model_dir):
