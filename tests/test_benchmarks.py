@@ -142,6 +142,26 @@ def test_decode_speed(short_run, exported):
     assert line["latency_ms_batch1_variant"] == "float32"
 
 
+def test_step_profile(short_run):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.step_profile",
+            f"--model_dir={short_run}",
+            "--latency_sentences=2",
+            "--batch_size=4",
+        ]
+    )
+    assert set(line) == {"export_batch1", "export_batch4", "in_process_batch1", "in_process_batch4"}
+    for name, profile in line.items():
+        assert profile["steps"] > 0 and profile["sentence_steps"] >= profile["steps"], name
+        parts = profile["part_us_per_step"]
+        # Every search multiplies by the weights and selects (the tiny model's cache
+        # gathers can round to 0 us a step).
+        for part in ("products", "selection"):
+            assert parts[part] > 0, (name, part, parts)
+
+
 def test_shortlist_sizes(short_run):
     line = _last_json(
         [

@@ -64,8 +64,9 @@ def reorder_cache(cache, beams, rows, beam_size):
     Returns:
         The reordered cache, `[kept sentences * beam_size, ...]` per block.
     """
-    flat_beams = tf.reshape(beams + rows[:, None] * beam_size, [-1])
-    return tf.nest.map_structure(lambda window: tf.gather(window, flat_beams), cache)
+    with tf.name_scope("reorder_cache"):
+        flat_beams = tf.reshape(beams + rows[:, None] * beam_size, [-1])
+        return tf.nest.map_structure(lambda window: tf.gather(window, flat_beams), cache)
 
 
 def apply_selection(constants, state, selection, cache):
@@ -117,26 +118,31 @@ def search_step(decoder, constants, state, vocabulary=None):
         `(state, selection, attention)`: the state after `apply_selection`, the step's
         `Selection` and the decoder's `[active * k, source]` attention.
     """
-    logits, attention, cache = decoder.step(
-        state.last_tokens,
-        state.step,
-        state.cache,
-        state.encoder_output,
-        beam_size=constants.beam_size,
-        output_subset=None if vocabulary is None else vocabulary.subset,
-    )
-    log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
-    if vocabulary is not None:
-        # Columns to token ids (the special ids' columns are their ids).
-        ids = tf.gather(vocabulary.ids, ids)
-    selection = select(
-        constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
-    )
+    # The name scopes let a profile (benchmarks.step_profile) tell the step's parts apart.
+    with tf.name_scope("decoder_step"):
+        logits, attention, cache = decoder.step(
+            state.last_tokens,
+            state.step,
+            state.cache,
+            state.encoder_output,
+            beam_size=constants.beam_size,
+            output_subset=None if vocabulary is None else vocabulary.subset,
+        )
+    with tf.name_scope("selection"):
+        log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
+        if vocabulary is not None:
+            # Columns to token ids (the special ids' columns are their ids).
+            ids = tf.gather(vocabulary.ids, ids)
+        selection = select(
+            constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
+        )
     if not constants.drop_finished:
         # (When sentences leave, one gather reorders and drops them after the step.)
         active_rows = tf.range(tf.shape(state.alive_scores)[0])
         cache = reorder_cache(cache, selection.alive_beams, active_rows, constants.beam_size)
-    return apply_selection(constants, state, selection, cache), selection, attention
+    with tf.name_scope("bookkeeping"):
+        state = apply_selection(constants, state, selection, cache)
+    return state, selection, attention
 
 
 def search_step_function(decoder, constants, compile_step=None, vocabulary=None):

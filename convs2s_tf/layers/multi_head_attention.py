@@ -116,16 +116,18 @@ class MultiHeadAttention(keras.layers.Layer):
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         """Cross-attention of one step: `query` `[B * beam_size, 1, d]` attends to the
         projected memory of its sentence (`project_memory`, one row a sentence)."""
-        grouped = tf.reshape(query, [-1, beam_size, self.width])
-        result = self._attend(
-            self._heads(self.query_map(grouped)), keys, values, bias, False, return_weights
-        )
-        if return_weights:
-            output, weights = result
-            return tf.reshape(output, [-1, 1, self.width]), tf.reshape(
-                weights, [-1, 1, tf.shape(weights)[-1]]
+        # A step runs outside `call`: the scope names its operations in profiles.
+        with tf.name_scope(self.name):
+            grouped = tf.reshape(query, [-1, beam_size, self.width])
+            result = self._attend(
+                self._heads(self.query_map(grouped)), keys, values, bias, False, return_weights
             )
-        return tf.reshape(result, [-1, 1, self.width])
+            if return_weights:
+                output, weights = result
+                return tf.reshape(output, [-1, 1, self.width]), tf.reshape(
+                    weights, [-1, 1, tf.shape(weights)[-1]]
+                )
+            return tf.reshape(result, [-1, 1, self.width])
 
     def initial_cache(self, batch_size: int | tf.Tensor, length: int | tf.Tensor) -> dict:
         """Returns zero key and value buffers `[batch, length, width]` for `step`."""
@@ -135,23 +137,25 @@ class MultiHeadAttention(keras.layers.Layer):
     def step(self, query: tf.Tensor, cache: dict, step: int | tf.Tensor) -> tuple[tf.Tensor, dict]:
         """Causal self-attention of position `step`: `query` `[batch, 1, d]`; returns the
         `[batch, 1, d]` output and the buffers with this position's key and value."""
-        length = tf.shape(cache["keys"])[1]
-        column = tf.one_hot(step, length, dtype=cache["keys"].dtype)[None, :, None]
-        cache = {
-            "keys": cache["keys"] + column * self.key_map(query),
-            "values": cache["values"] + column * self.value_map(query),
-        }
-        hidden = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
-        bias = tf.cast(hidden, cache["keys"].dtype)[None, None, None]
-        output = self._attend(
-            self._heads(self.query_map(query)),
-            self._heads(cache["keys"]),
-            self._heads(cache["values"]),
-            bias,
-            False,
-            False,
-        )
-        return output, cache
+        # A step runs outside `call`: the scope names its operations in profiles.
+        with tf.name_scope(self.name):
+            length = tf.shape(cache["keys"])[1]
+            column = tf.one_hot(step, length, dtype=cache["keys"].dtype)[None, :, None]
+            cache = {
+                "keys": cache["keys"] + column * self.key_map(query),
+                "values": cache["values"] + column * self.value_map(query),
+            }
+            hidden = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
+            bias = tf.cast(hidden, cache["keys"].dtype)[None, None, None]
+            output = self._attend(
+                self._heads(self.query_map(query)),
+                self._heads(cache["keys"]),
+                self._heads(cache["values"]),
+                bias,
+                False,
+                False,
+            )
+            return output, cache
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
         """`[B, T, d]` -> `[B, T, heads, head_dim]` (a reshape, no copy)."""
