@@ -53,7 +53,6 @@ class StepProfile:
         sentence_steps: Steps summed over the sentences in the batch.
         part_seconds: {part: seconds of its operations}, parts as in `PARTS`.
         busy_seconds: Time in which at least one operation runs.
-        unnamed: Operations that no rule named (kept in bookkeeping), with seconds.
     """
 
     wall_seconds: float
@@ -61,7 +60,6 @@ class StepProfile:
     sentence_steps: int
     part_seconds: dict
     busy_seconds: float
-    unnamed: dict
 
     @property
     def overhead_seconds(self):
@@ -266,15 +264,12 @@ def step_profile(log_dir, dump_dir, wall_seconds, steps, sentence_steps):
     kept = [(e, o) for e, o in zip(events, operations) if o is not False]
     exclusive = _exclusive([event for event, _ in kept])
     part_seconds = dict.fromkeys(PARTS, 0.0)
-    unnamed = collections.Counter()
     leaves = []
     for (event, operation), picoseconds in zip(kept, exclusive):
         if operation is None:
             continue  # a container's own time is dispatch
         part = part_of(operation)
         part_seconds[part] += picoseconds * 1e-12
-        if part == "bookkeeping" and not operation.op_name:
-            unnamed[event[3]] += picoseconds * 1e-12
         leaves.append((event[1], event[2]))
     return StepProfile(
         wall_seconds=wall_seconds,
@@ -282,7 +277,6 @@ def step_profile(log_dir, dump_dir, wall_seconds, steps, sentence_steps):
         sentence_steps=sentence_steps,
         part_seconds=part_seconds,
         busy_seconds=_union_ps(leaves) * 1e-12,
-        unnamed=dict(unnamed.most_common(5)),
     )
 
 

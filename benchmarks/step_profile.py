@@ -91,15 +91,14 @@ def _export(work_dir):
     return export_dir
 
 
-def _search_steps(sentences):
+def _search_steps(inference, sentences):
     """Each sentence's search steps (the longest of its finished hypotheses), as
-    `benchmarks.float32_floor` counts them."""
+    `benchmarks.float32_floor` counts them, in the in-process translator's search."""
     from benchmarks.float32_floor import sentence_steps
-    from convs2s_tf.decoding import SearchConfig
-    from convs2s_tf.runs import load_trained_model
 
-    model, tokenizer = load_trained_model(FLAGS.model_dir)[:2]
-    return sentence_steps(model, tokenizer, sentences, SearchConfig())[0].tolist()
+    return sentence_steps(inference.model, inference.tokenizer, sentences, inference.search_config)[
+        0
+    ].tolist()
 
 
 def _profile(translator, requests, steps, log_dir):
@@ -130,7 +129,8 @@ def main(argv):
     from convs2s_tf.inference import load_inference_model, open_saved_model
 
     sentences = _test_sentences(max(FLAGS.latency_sentences, FLAGS.batch_size))
-    steps = _search_steps(sentences)
+    inference = load_inference_model(FLAGS.model_dir)
+    steps = _search_steps(inference, sentences)
     batch1 = [[sentence] for sentence in sentences[: FLAGS.latency_sentences]]
     batch1_steps = [[count] for count in steps[: FLAGS.latency_sentences]]
     batched = [sentences[: FLAGS.batch_size]]
@@ -138,7 +138,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as work_dir:
         translators = {
             "export": open_saved_model(FLAGS.saved_model or _export(work_dir)),
-            "in_process": load_inference_model(FLAGS.model_dir).translator(),
+            "in_process": inference.translator(),
         }
         results = {}
         for name, translator in translators.items():
