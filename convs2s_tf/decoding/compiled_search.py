@@ -61,6 +61,17 @@ class SearchBuckets:
         return self.batch_sizes[-1]
 
 
+def compiled_buckets(buckets, search_config):
+    """The buckets a search in `search_config`'s dtype compiles: `buckets` in float32,
+    None (graph mode only) in bfloat16.
+
+    XLA on CPU computes bfloat16 products without the CPU's bfloat16 units and rounds
+    them differently from oneDNN's kernels, so compiled buckets would make a bfloat16
+    search slower and change its translations at small batches.
+    """
+    return buckets if search_config.dtype == "float32" else None
+
+
 def _pad_rows_and_positions(tensor, rows, positions):
     """`tensor` (`[batch, source, ...]`) zero-padded to `rows` rows and `positions`."""
     shape = tf.shape(tensor)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import tensorflow as tf
 
 from convs2s_tf.decoding import Ensemble, SearchConfig
-from convs2s_tf.decoding.compiled_search import SearchBuckets
+from convs2s_tf.decoding.compiled_search import SearchBuckets, compiled_buckets
 from convs2s_tf.export.saved_model import default_model_name, write_next_version
 from convs2s_tf.export.translation_module import (
     ATTENTION_SIGNATURE,
@@ -154,14 +154,9 @@ class Exporter(abc.ABC):
         return write_next_version(export_dir, write, model_name)
 
     def compiled_buckets(self, search_config: SearchConfig | None) -> SearchBuckets | None:
-        """The buckets of an export's search: `buckets` in float32, None in bfloat16.
-
-        XLA on CPU computes bfloat16 products without the CPU's bfloat16 units and rounds
-        them differently from oneDNN's kernels, so compiled buckets would make a bfloat16
-        export slower and change its translations at small batches.
-        """
-        search_config = search_config or SearchConfig()
-        return self.buckets if search_config.dtype == "float32" else None
+        """The buckets of an export's search: `buckets` in float32, None in bfloat16
+        (`convs2s_tf.decoding.compiled_search.compiled_buckets`)."""
+        return compiled_buckets(self.buckets, search_config or SearchConfig())
 
     @abc.abstractmethod
     def build_module(
@@ -203,6 +198,11 @@ def _cycled(values: Sequence[Any], count: int) -> list[Any]:
     return [values[index % len(values)] for index in range(count)]
 
 
+def warmup_texts(count: int) -> list[str]:
+    """`count` warm-up sentences (`WARMUP_TEXTS`, cycled)."""
+    return _cycled(WARMUP_TEXTS, count)
+
+
 @register_exporter("text")
 class TextExporter(Exporter):
     """Signatures `serving_default`, `translate_nbest`, `translate_with_attention` (text
@@ -222,7 +222,7 @@ class TextExporter(Exporter):
 
     def warmup_requests(self) -> list[WarmupRequest]:
         def text(count: int) -> dict[str, tf.Tensor]:
-            return {TEXT_SPEC.name: tf.constant(_cycled(WARMUP_TEXTS, count), tf.string)}
+            return {TEXT_SPEC.name: tf.constant(warmup_texts(count), tf.string)}
 
         # serving_default in every bucket; each other signature once (the compiled
         # buckets are shared by the signatures).

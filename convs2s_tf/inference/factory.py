@@ -73,8 +73,12 @@ class InferenceModel:
             return "token_ids"
         return "ensemble" if isinstance(self.model, Ensemble) else "text"
 
-    def translator(self) -> CheckpointTranslator:
+    def translator(self, warm_up: bool = True) -> CheckpointTranslator:
         """A `CheckpointTranslator` of the model with `search_config`'s search.
+
+        Args:
+            warm_up: Compile its buckets now, as loading an export does (see
+                `CheckpointTranslator`); False: each on its second batch.
 
         Raises:
             InferenceError: The run has no tokenizer.
@@ -84,7 +88,11 @@ class InferenceModel:
                 f"{self.model_dir} names no SentencePiece model; give `sentencepiece_model`."
             )
         return CheckpointTranslator(
-            self.model, self.tokenizer, self.search_config, shortlist=self.shortlist
+            self.model,
+            self.tokenizer,
+            self.search_config,
+            shortlist=self.shortlist,
+            warm_up=warm_up,
         )
 
     def export(
@@ -253,7 +261,9 @@ def open_translator(
         sentencepiece_model: See `load_inference_model`.
         search_config: The search of a checkpoint (default: `SearchConfig()`).
         warm_up: Whether an export replays its warm-up requests (see
-            `open_saved_model`); a checkpoint's search has nothing to compile ahead.
+            `open_saved_model`), or a checkpoint's translator compiles its buckets now
+            (see `CheckpointTranslator`); either way, without it no translation is
+            refused, only slower while a bucket compiles.
         shortlist: A shortlist file for a checkpoint's search (an export holds its own).
 
     Raises:
@@ -267,4 +277,4 @@ def open_translator(
     loaded = load_inference_model(
         model_dir, checkpoint, sentencepiece_model, search_config, shortlist
     )
-    return loaded.translator()
+    return loaded.translator(warm_up=warm_up)

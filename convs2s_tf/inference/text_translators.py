@@ -3,12 +3,18 @@ checkpoint's model, or loaded from a text export."""
 
 from __future__ import annotations
 
+import collections
+import functools
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.decoding.compiled_search import SearchBuckets, compiled_buckets
+from convs2s_tf.export.exporters import DEFAULT_BUCKETS, warmup_texts
 from convs2s_tf.export.translation_module import (
     ATTENTION_SIGNATURE,
     NBEST_SIGNATURE,
@@ -28,6 +34,9 @@ if TYPE_CHECKING:
 
 # A translation function: a `[batch]` string tensor in, its outputs by name out.
 TextFunction = Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
+# The batch of a bucket on which a `CheckpointTranslator` made without warm-up compiles
+# it (the first is searched in graph mode).
+_COMPILE_ON_BATCH = 2
 
 
 def _strings(tensor: Any) -> list[str]:
@@ -55,7 +64,13 @@ class TextFunctionsTranslator(Translator):
         self.beam_size = self.max_nbest = beam_size
 
     def _call(self, signature: str, texts: list[str]) -> Mapping[str, tf.Tensor]:
-        return run_search(self._functions[signature], tf.constant(texts, dtype=tf.string))
+        function = self._function(signature, len(texts))
+        return run_search(function, tf.constant(texts, dtype=tf.string))
+
+    def _function(self, signature: str, batch_size: int) -> TextFunction:
+        """The function that translates a batch of `batch_size` with `signature`."""
+        del batch_size  # one function per signature, whatever the batch
+        return self._functions[signature]
 
     def _translate(self, texts: list[str], nbest: int) -> list[list[tuple[str, float]]]:
         if nbest == 1:
@@ -93,11 +108,27 @@ class TextFunctionsTranslator(Translator):
 class CheckpointTranslator(TextFunctionsTranslator):
     """Translates with an in-process model (e.g. restored from a checkpoint).
 
+    Like the default float32 export, it searches batches that fit a bucket (up to 4
+    sentences of up to 64 pieces) as one XLA computation per bucket, and larger batches
+    in graph mode. Each bucket compiles once, in seconds:
+
+    * with `warm_up`, all of them now, as loading an export replays its warm-up
+      requests, so that no translation waits for a compilation;
+    * without, a bucket compiles on its second batch: its first is searched in graph
+      mode, so a one-off small batch (a one-sentence input, the last batch of a file)
+      never pays for a compilation, while a stream of them pays once.
+
     Args:
         model: A built `ConvS2S`.
         tokenizer: Its `Tokenizer` (or an imported run's `VocabularyTokenizer`).
         search_config: A `SearchConfig` (default: its defaults).
         shortlist: A `Shortlist` every batch is decoded against, or None.
+        buckets: The `SearchBuckets` compiled in float32 (default: the export's); None:
+            graph mode only. A bfloat16 search is always in graph mode
+            (`compiled_buckets`).
+        warm_up: Compile every bucket and trace the graph-mode search now
+            (`warmup_seconds` says how long); `open_translator` and
+            `InferenceModel.translator` do by default.
 
     Raises:
         InferenceError: No tokenizer, or a search the model cannot run.
@@ -109,22 +140,69 @@ class CheckpointTranslator(TextFunctionsTranslator):
         tokenizer: Tokenizer | VocabularyTokenizer | None,
         search_config: SearchConfig | None = None,
         shortlist: Shortlist | None = None,
+        buckets: SearchBuckets | None = DEFAULT_BUCKETS,
+        warm_up: bool = False,
     ) -> None:
         if tokenizer is None:
             raise InferenceError("Translating text needs the model's tokenizer; none given.")
+        # The graph-mode module now; the compiled one, over the same model, when a bucket
+        # first needs it.
+        self._make_module = functools.partial(
+            TranslationModule, model, tokenizer, search_config, shortlist=shortlist
+        )
         try:
-            module = TranslationModule(model, tokenizer, search_config, shortlist=shortlist)
+            module = self._make_module()
         except ValueError as error:  # SearchConfig.validate: the model's lengths
             raise InferenceError(str(error)) from None
-        functions = {
-            TRANSLATE_SIGNATURE: module.translate,
-            NBEST_SIGNATURE: module.translate_nbest,
-            ATTENTION_SIGNATURE: module.translate_with_attention,
-        }
-        super().__init__(functions, module.search_config.beam_size, module)
+        super().__init__(_module_functions(module), module.search_config.beam_size, module)
+        self._buckets = compiled_buckets(buckets, module.search_config)
+        self._compiled: TranslationModule | None = None
+        self._compiled_functions: Mapping[str, TextFunction] = {}
+        self._bucket_batches: collections.Counter[int] = collections.Counter()
+        # translate_all searches two batches at once, from two threads.
+        self._lock = threading.Lock()
+        self.warmup_seconds = self.warm_up() if warm_up else 0.0
+
+    def warm_up(self) -> float:
+        """Compiles every bucket and traces the graph-mode search (translating a batch
+        of each size); returns the seconds it took."""
+        start = time.perf_counter()
+        sizes = list(self._buckets.batch_sizes) if self._buckets is not None else []
+        with self._lock:
+            self._bucket_batches.update({size: _COMPILE_ON_BATCH for size in sizes})
+        for size in sizes + [sizes[-1] + 1 if sizes else 1]:
+            self.translate(warmup_texts(size))
+        return time.perf_counter() - start
+
+    def _function(self, signature: str, batch_size: int) -> TextFunction:
+        buckets = self._buckets
+        # Attention weights come from the graph-mode search alone (as in an export).
+        if (
+            buckets is None
+            or batch_size > buckets.max_batch_size
+            or signature == ATTENTION_SIGNATURE
+        ):
+            return self._functions[signature]
+        bucket = next(size for size in buckets.batch_sizes if size >= batch_size)
+        with self._lock:
+            self._bucket_batches[bucket] += 1
+            if self._bucket_batches[bucket] < _COMPILE_ON_BATCH:
+                return self._functions[signature]
+            if self._compiled is None:
+                self._compiled = self._make_module(buckets=buckets)
+                self._compiled_functions = _module_functions(self._compiled)
+        return self._compiled_functions[signature]
 
     def _nbest_error(self, nbest: int) -> str:
         return f"`nbest={nbest}` must be between 1 and `beam_size={self.beam_size}`."
+
+
+def _module_functions(module: TranslationModule) -> dict[str, TextFunction]:
+    return {
+        TRANSLATE_SIGNATURE: module.translate,
+        NBEST_SIGNATURE: module.translate_nbest,
+        ATTENTION_SIGNATURE: module.translate_with_attention,
+    }
 
 
 class SavedModelTranslator(TextFunctionsTranslator):
