@@ -256,27 +256,40 @@ def _union_ps(intervals):
     return total
 
 
-def step_profile(log_dir, dump_dir, wall_seconds, steps, sentence_steps):
-    """The `StepProfile` of the trace under `log_dir` (an XLA text dump in `dump_dir`)."""
-    modules = read_hlo_dump(dump_dir)
+def operation_seconds(log_dir, modules=None):
+    """Every operation of the trace under `log_dir` with its exclusive seconds, and the
+    seconds in which at least one ran: `([(Operation, seconds)], busy_seconds)`.
+
+    Args:
+        log_dir: The profiler's log directory.
+        modules: `read_hlo_dump`'s instructions, naming XLA thunks (without: an XLA
+            thunk is an `Operation` of type "" named after its HLO instruction).
+    """
     events = _trace_events(log_dir)
-    operations = [_operation(name, stats, modules) for _, _, _, name, stats in events]
+    operations = [_operation(name, stats, modules or {}) for _, _, _, name, stats in events]
     kept = [(e, o) for e, o in zip(events, operations) if o is not False]
     exclusive = _exclusive([event for event, _ in kept])
-    part_seconds = dict.fromkeys(PARTS, 0.0)
-    leaves = []
+    timed, leaves = [], []
     for (event, operation), picoseconds in zip(kept, exclusive):
         if operation is None:
             continue  # a container's own time is dispatch
-        part = part_of(operation)
-        part_seconds[part] += picoseconds * 1e-12
+        timed.append((operation, picoseconds * 1e-12))
         leaves.append((event[1], event[2]))
+    return timed, _union_ps(leaves) * 1e-12
+
+
+def step_profile(log_dir, dump_dir, wall_seconds, steps, sentence_steps):
+    """The `StepProfile` of the trace under `log_dir` (an XLA text dump in `dump_dir`)."""
+    timed, busy_seconds = operation_seconds(log_dir, read_hlo_dump(dump_dir))
+    part_seconds = dict.fromkeys(PARTS, 0.0)
+    for operation, seconds in timed:
+        part_seconds[part_of(operation)] += seconds
     return StepProfile(
         wall_seconds=wall_seconds,
         steps=steps,
         sentence_steps=sentence_steps,
         part_seconds=part_seconds,
-        busy_seconds=_union_ps(leaves) * 1e-12,
+        busy_seconds=busy_seconds,
     )
 
 

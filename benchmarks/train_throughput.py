@@ -45,6 +45,9 @@ flags.DEFINE_string(
     f"--preset={CONFIG_MODEL}'s model.",
 )
 flags.DEFINE_string("variant", None, "Internal: measure one variant in this process.")
+flags.DEFINE_string(
+    "profile_dir", None, "Internal: TensorFlow's profiler traces the timed steps into it."
+)
 FLAGS = flags.FLAGS
 
 
@@ -85,10 +88,14 @@ def measure(variant):
         trainer._train_step(next(iterator))
     steps = FLAGS.steps or steps_per_epoch
     tokens = 0.0
+    if FLAGS.profile_dir:
+        tf.profiler.experimental.start(FLAGS.profile_dir)
     start = time.perf_counter()
     for _ in range(steps):
         tokens += float(trainer._train_step(next(iterator))["tokens"])
     seconds = time.perf_counter() - start
+    if FLAGS.profile_dir:
+        tf.profiler.experimental.stop()
     return {
         "target_tokens_per_sec": tokens / seconds,
         "target_tokens": tokens,

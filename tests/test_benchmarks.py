@@ -15,6 +15,8 @@ from helpers.corpora import (
     multi30k_lines,
 )
 
+from benchmarks import train_profile
+
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
 
@@ -44,8 +46,8 @@ def _last_json(arguments):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_train_throughput(small_corpus, tmp_path):
-    # A config as configs/multi30k_en_de.cfg is, over the small corpus and a tiny model.
+def _tiny_config(small_corpus, tmp_path):
+    """A config as configs/multi30k_en_de.cfg is, over the small corpus and a tiny model."""
     config = tmp_path / "tiny.cfg"
     config.write_text(
         "\n".join(
@@ -57,6 +59,11 @@ def test_train_throughput(small_corpus, tmp_path):
         )
         + "\n"
     )
+    return config
+
+
+def test_train_throughput(small_corpus, tmp_path):
+    config = _tiny_config(small_corpus, tmp_path)
     line = _last_json(
         [
             "-m",
@@ -69,6 +76,27 @@ def test_train_throughput(small_corpus, tmp_path):
     )
     assert line["target_tokens_per_sec"] == line["target_tokens_per_sec_float32"] > 0
     assert (line["preset"], line["steps"]) == ("config", 2)
+
+
+def test_train_profile(small_corpus, tmp_path):
+    config = _tiny_config(small_corpus, tmp_path)
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.train_profile",
+            f"--config={config}",
+            "--preset=config",
+            "--isas=default,AVX2",
+            "--dtypes=bfloat16",
+            "--steps=3",
+        ]
+    )
+    assert line["rates"]["default"]["bfloat16"] > 0 and line["rates"]["AVX2"]["bfloat16"] > 0
+    profile = line["profiles"]["bfloat16"]
+    assert profile["products"] > 0 and profile["casts"] > 0 and profile["step (wall)"] > 0
+    # The parts and the idle time cannot exceed the step by more than the two cores' overlap.
+    parts = sum(profile[name] for name in (*train_profile.CATEGORIES, "idle"))
+    assert 0.5 * profile["step (wall)"] < parts < 2.0 * profile["step (wall)"]
 
 
 def test_export_speed(short_run):

@@ -57,3 +57,21 @@ def test_exclusive_time_leaves_out_nested_events_on_the_same_line():
     ]
     assert op_profile._exclusive(events) == [70, 20, 10, 40]
     assert op_profile._union_ps([(10, 30), (20, 60), (70, 80)]) == 60
+
+
+def test_training_operations_fall_into_the_training_profiles_categories():
+    from benchmarks.train_profile import category_of
+
+    assert category_of(Operation("model/decoder/conv/MatMul", "_MklMatMul", True)) == "products"
+    assert category_of(Operation("model/Cast_3", "Cast", False)) == "casts"
+    assert category_of(Operation("fusion.7", "", False)) == "loss (XLA)"
+    assert category_of(Operation("FusedSGD/update", "ResourceApplyKerasMomentum", False)) == (
+        "optimiser"
+    )
+    assert category_of(Operation("CollectiveReduceV2", "CollectiveReduceV2", False)) == (
+        "all-reduce"
+    )
+    assert category_of(Operation("IteratorGetNext", "IteratorGetNext", False)) == ("input pipeline")
+    assert category_of(Operation("model/dropout/Mul", "Mul", False)) == (
+        "elementwise and reductions"
+    )

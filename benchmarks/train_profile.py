@@ -1,0 +1,164 @@
+"""Why the bfloat16 training step's speed depends on the machine: where its time goes
+(TensorFlow's profiler), and its rate when oneDNN may use only older instruction sets.
+
+    python -m benchmarks.train_profile [--preset=iwslt_de_en] [--max_tokens=4000] \\
+        [--steps=40] [--isas=default,AVX512_CORE,AVX2] [--dtypes=bfloat16,float32]
+
+Each measurement is `benchmarks.train_throughput`'s (the real input pipeline and training
+step, one untimed epoch, then --steps timed updates) in a fresh process:
+
+1. **Rates by instruction set.** For each of --isas (oneDNN's `ONEDNN_MAX_CPU_ISA`:
+   `default` whatever this CPU has; `AVX512_CORE` AVX-512 without its bfloat16 dot
+   products, as on CPUs before Intel Cooper Lake and AMD Zen 4; `AVX2`, as on AMD Zen 2
+   and Zen 3) and each of --dtypes: target tokens/s.
+2. **Profiles.** Each of --dtypes again at the default instruction set, the timed steps
+   traced by TensorFlow's profiler: milliseconds per step, and share of the wall time, of
+   the matrix products (MatMul, BatchMatMul and convolution kernels), the casts between
+   float32 and bfloat16, the XLA-compiled loss, the other elementwise operations and
+   reductions, the optimiser's updates, the all-reduce, the input pipeline, and the wall
+   time in which no operation runs.
+
+Prints the CPU, both tables, then one JSON line. About 10 minutes on 2 cores with the
+defaults; run it alone on the machine.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl import app, flags
+
+from benchmarks import op_profile
+from benchmarks.comparison_report import cpu_description
+from benchmarks.config_models import FLAGFILE, ROOT
+
+CATEGORIES = (
+    "products",
+    "casts",
+    "loss (XLA)",
+    "elementwise and reductions",
+    "optimiser",
+    "all-reduce",
+    "input pipeline",
+)
+
+flags.DEFINE_string("preset", "iwslt_de_en", "Architecture preset (as train_throughput's).")
+flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch.")
+flags.DEFINE_integer("steps", 40, "Timed (and profiled) updates after the untimed epoch.")
+flags.DEFINE_list("isas", ["default", "AVX512_CORE", "AVX2"], "oneDNN's ISA limits.")
+flags.DEFINE_list("dtypes", ["bfloat16", "float32"], "Training compute dtypes.")
+flags.DEFINE_string("config", FLAGFILE, "Pipeline flagfile naming the prepared data.")
+FLAGS = flags.FLAGS
+
+
+def category_of(operation):
+    """The `CATEGORIES` entry of a profiled `op_profile.Operation`."""
+    op_type, scopes = operation.op_type, operation.op_name.split("/")
+    if not op_type:
+        return "loss (XLA)"  # an XLA thunk: the compiled loss is the step's only one
+    if operation.product:
+        return "products"
+    if op_type == "Cast":
+        return "casts"
+    if op_type.startswith("ResourceApply") or any("optimizer" in s.lower() for s in scopes):
+        return "optimiser"
+    if "Collective" in op_type or "AllReduce" in op_type:
+        return "all-reduce"
+    if "Iterator" in op_type or "Dataset" in op_type:
+        return "input pipeline"
+    return "elementwise and reductions"
+
+
+def profile_by_category(log_dir, wall_seconds, steps):
+    """{category: milliseconds per step} (with `idle`: wall time no operation covers)."""
+    timed, busy_seconds = op_profile.operation_seconds(log_dir)
+    seconds = dict.fromkeys(CATEGORIES, 0.0)
+    for operation, duration in timed:
+        seconds[category_of(operation)] += duration
+    seconds["idle"] = max(0.0, wall_seconds - busy_seconds)
+    return {name: round(1000.0 * value / steps, 2) for name, value in seconds.items()}
+
+
+def _measure(dtype, isa, profile_dir=None):
+    """train_throughput's figures for `dtype` with oneDNN limited to `isa`."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
+    if isa != "default":
+        env["ONEDNN_MAX_CPU_ISA"] = isa
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.train_throughput",
+        f"--variant={dtype}",
+        f"--preset={FLAGS.preset}",
+        f"--max_tokens={FLAGS.max_tokens}",
+        f"--steps={FLAGS.steps}",
+        f"--config={FLAGS.config}",
+    ]
+    if profile_dir:
+        command.append(f"--profile_dir={profile_dir}")
+    output = subprocess.run(
+        command, cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def rates_table(rates):
+    lines = ["| oneDNN instruction set | " + " | ".join(FLAGS.dtypes) + " |"]
+    lines.append("| --- |" + " --- |" * len(FLAGS.dtypes))
+    for isa in FLAGS.isas:
+        cells = [f"{rates[isa][dtype]:,}" for dtype in FLAGS.dtypes]
+        lines.append(f"| {isa} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def profiles_table(profiles):
+    names = [*CATEGORIES, "idle"]
+    lines = ["| ms per step (share) | " + " | ".join(FLAGS.dtypes) + " |"]
+    lines.append("| --- |" + " --- |" * len(FLAGS.dtypes))
+    for name in [*names, "step (wall)"]:
+        cells = []
+        for dtype in FLAGS.dtypes:
+            step = profiles[dtype]["step (wall)"]
+            value = profiles[dtype][name]
+            cells.append(
+                f"{value:.1f}" + (f" ({100 * value / step:.0f}%)" if name in names else "")
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.prepare_data", f"--flagfile={FLAGS.config}"],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    rates = {}
+    for isa in FLAGS.isas:
+        rates[isa] = {}
+        for dtype in FLAGS.dtypes:
+            figures = _measure(dtype, isa)
+            rates[isa][dtype] = round(figures["target_tokens_per_sec"])
+            print(f"{isa} {dtype}: {rates[isa][dtype]:,} target tokens/s", flush=True)
+    profiles = {}
+    with tempfile.TemporaryDirectory() as work_dir:
+        for dtype in FLAGS.dtypes:
+            log_dir = os.path.join(work_dir, dtype)
+            figures = _measure(dtype, "default", log_dir)
+            profile = profile_by_category(log_dir, figures["seconds"], figures["steps"])
+            profile["step (wall)"] = round(1000.0 * figures["seconds"] / figures["steps"], 2)
+            profile["target_tokens_per_sec"] = round(figures["target_tokens_per_sec"])
+            profiles[dtype] = profile
+    cpu = cpu_description()
+    print(f"\nCPU: {cpu}. {FLAGS.preset}, {FLAGS.max_tokens}-token batches, {FLAGS.steps} steps.")
+    print("\nTarget tokens/s by the instruction sets oneDNN may use:\n" + rates_table(rates))
+    print("\nWhere a step's time goes (default instruction set):\n" + profiles_table(profiles))
+    print(json.dumps({"cpu": cpu, "rates": rates, "profiles": profiles}))
+
+
+if __name__ == "__main__":
+    app.run(main)
