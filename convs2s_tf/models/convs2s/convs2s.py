@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -12,11 +12,12 @@ from convs2s_tf.models.convs2s.conv_decoder import ConvDecoder
 from convs2s_tf.models.convs2s.conv_encoder import ConvEncoder
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.convs2s.layer_spec import normalise_layer_spec, parse_attention_spec
+from convs2s_tf.models.encoder_decoder import EncoderDecoderModel
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class ConvS2S(keras.Model):
+class ConvS2S(EncoderDecoderModel):
     """Convolutional Sequence to Sequence model (Gehring et al., 2017).
 
     Calling the model runs teacher forcing over all target positions at once:
@@ -135,39 +136,9 @@ class ConvS2S(keras.Model):
             source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config
         )
 
-    def build(self, input_shape: Any = None) -> None:
-        self.encoder.build()
-        self.decoder.build()
-        self.built = True
-
     def encode(self, source: tf.Tensor, training: bool = False) -> EncoderOutput:
         """Runs the encoder: `source` `[B, S]` int -> `EncoderOutput`."""
         return self.encoder(source, training=training)
-
-    def call(
-        self,
-        inputs: Mapping[str, tf.Tensor],
-        training: bool = False,
-        return_attention: bool | str = False,
-    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor | list[tf.Tensor] | None]:
-        encoder_output = self.encoder(inputs["source"], training=training)
-        return self.decoder(
-            inputs["target_input"],
-            encoder_output,
-            training=training,
-            return_attention=return_attention,
-        )
-
-    def output_features(self, inputs: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
-        """The inputs of the vocabulary projection, `[B, T, decoder_out_embed_dim]`: a loss
-        projects only the rows of real tokens (`unbiased_output_logits`)."""
-        encoder_output = self.encoder(inputs["source"], training=training)
-        return self.decoder.features(inputs["target_input"], encoder_output, training=training)
-
-    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """`(logits, bias)` of `[tokens, decoder_out_embed_dim]` features: the product in
-        the compute dtype and the float32 output bias still to be added."""
-        return self.decoder.unbiased_output_logits(features)
 
     def attention_maps(
         self, source: tf.Tensor, target_input: tf.Tensor
@@ -177,22 +148,6 @@ class ConvS2S(keras.Model):
         _, per_block = self.decoder(target_input, self.encode(source), return_attention="per_block")
         blocks = [i for i, has in enumerate(self.decoder.attention_spec) if has]
         return [(f"block_{block}", weights) for block, weights in zip(blocks, per_block)]
-
-    def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> ConvS2S:
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
-
-    def dummy_inputs(self) -> dict[str, tf.Tensor]:
-        """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
-        return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
 
 
 def _check_sizes(dropout, pad_id, **sizes):

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from convs2s_tf.models.encoder_decoder import EncoderDecoderModel
 from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory
 from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder
-from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+from convs2s_tf.vocabulary import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class PoseNet(keras.Model):
+class PoseNet(EncoderDecoderModel):
     """PoseNet (Chen and Wu, 2018): SliceNet's convolution boxes with stronger position
     signals, attention before the decoder's boxes (docs/posenet.md).
 
@@ -135,37 +135,9 @@ class PoseNet(keras.Model):
             **{key: value for key, value in shared.items()},
         }
 
-    def build(self, input_shape: Any = None) -> None:
-        self.encoder.build()
-        self.decoder.build()
-        self.built = True
-
     def encode(self, source: tf.Tensor, training: bool = False) -> PoseNetMemory:
         """Runs the encoder and projects its output for every decoder layer."""
         return self.decoder.memory(self.encoder(source, training=training))
-
-    def call(
-        self,
-        inputs: Mapping[str, tf.Tensor],
-        training: bool = False,
-        return_attention: bool = False,
-    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
-        encoder_output = self.encoder(inputs["source"], training=training)
-        return self.decoder(
-            inputs["target_input"],
-            encoder_output,
-            training=training,
-            return_attention=return_attention,
-        )
-
-    def output_features(self, inputs: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
-        """The inputs of the vocabulary projection, `[B, T, hidden_dim]`."""
-        encoder_output = self.encoder(inputs["source"], training=training)
-        return self.decoder.features(inputs["target_input"], encoder_output, training=training)
-
-    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """`(logits, bias)` of `[tokens, hidden_dim]` features (see `TranslationModel`)."""
-        return self.decoder.unbiased_output_logits(features)
 
     def attention_maps(
         self, source: tf.Tensor, target_input: tf.Tensor
@@ -177,22 +149,6 @@ class PoseNet(keras.Model):
             target_input, encoder_output, return_attention="per_layer"
         )
         return [(f"layer_{index}", weights) for index, weights in enumerate(per_layer)]
-
-    def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        config.update(self._config)
-        return config
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> PoseNet:
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
-
-    def dummy_inputs(self) -> dict[str, tf.Tensor]:
-        """A one-token batch, e.g. to build every variable before restoring a checkpoint."""
-        return {"source": tf.constant([[EOS_ID]]), "target_input": tf.constant([[EOS_ID]])}
 
 
 def _check_widths(hidden_dim: int, num_heads: int, groups: int) -> None:
