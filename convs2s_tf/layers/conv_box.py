@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.layers.separable_conv1d import SeparableConv1D
 
 
@@ -69,10 +70,14 @@ class ConvBox(keras.layers.Layer):
             keras.layers.LayerNormalization(epsilon=self.epsilon, name=f"norm_{i}")
             for i in range(len(self.convs))
         ]
-        # `tf.train.Checkpoint` does not look into Python lists of layers.
-        for index, (conv, norm) in enumerate(zip(self.convs, self.norms)):
-            self._track_trackable(conv, name=f"conv_{index}")
-            self._track_trackable(norm, name=f"norm_{index}")
+        track_for_checkpoint(
+            self,
+            [
+                (f"{role}_{index}", layer)
+                for index, pair in enumerate(zip(self.convs, self.norms))
+                for role, layer in zip(("conv", "norm"), pair)
+            ],
+        )
 
     def build(self, input_shape: Sequence[int | None]) -> None:
         shape = tuple(input_shape)

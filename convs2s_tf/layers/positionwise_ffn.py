@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
 
 
@@ -62,11 +63,12 @@ class PositionwiseFFN(keras.layers.Layer):
         widths = [self.hidden_dim] * (self.num_layers - 1) + [output_dim]
         self.maps = [keras.layers.Dense(width, name=f"map_{i}") for i, width in enumerate(widths)]
         shape = tuple(input_shape)
-        for index, (dense, width) in enumerate(zip(self.maps, widths)):
+        for dense, width in zip(self.maps, widths):
             dense.build(shape)
             shape = shape[:-1] + (width,)
-            # `tf.train.Checkpoint` does not look into Python lists of layers.
-            self._track_trackable(dense, name=f"map_{index}")
+        track_for_checkpoint(
+            self, [(f"map_{index}", dense) for index, dense in enumerate(self.maps)]
+        )
 
     def call(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
         x = inputs

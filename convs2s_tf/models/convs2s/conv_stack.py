@@ -15,6 +15,7 @@ from convs2s_tf.layers import (
     RandomBitsDropout,
     WeightNormDense,
 )
+from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.models.convs2s.conv_block import ConvBlock
 from convs2s_tf.models.convs2s.layer_spec import (
     format_layer_spec,
@@ -120,11 +121,15 @@ class ConvStack(keras.layers.Layer):
         self.convolutions = [block.convolution for block in blocks]
         self.attentions = [block.attention for block in blocks]
         self.blocks = blocks
-        for index, block in enumerate(blocks):
-            for role in _CHECKPOINT_ROLES:
-                layer = getattr(block, role)
-                if layer is not None:
-                    self._track_trackable(layer, name=f"{role}_{index}")
+        track_for_checkpoint(
+            self,
+            [
+                (f"{role}_{index}", getattr(block, role))
+                for index, block in enumerate(blocks)
+                for role in _CHECKPOINT_ROLES
+                if getattr(block, role) is not None
+            ],
+        )
 
     def _make_blocks(self) -> list[ConvBlock]:
         widths = [self.layer_spec[0].channels]

@@ -7,6 +7,7 @@ from typing import Any
 import keras
 
 from convs2s_tf.layers import MultiHeadAttention, PositionwiseFFN, ResidualNorm
+from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.layers.residual_norm import PLACEMENTS
 
 
@@ -56,9 +57,14 @@ def final_norm(placement: str) -> keras.layers.LayerNormalization | None:
 def track_layer(owner: keras.layers.Layer, layer: Any, index: int) -> None:
     """Tracks the sub-layers of dataclass `layer` (number `index`) on `owner` as
     `layer_<index>_<role>`: `tf.train.Checkpoint` does not look into Python lists."""
-    for role, sublayer in vars(layer).items():
-        if sublayer is not None:
-            owner._track_trackable(sublayer, name=f"layer_{index}_{role}")
+    track_for_checkpoint(
+        owner,
+        [
+            (f"layer_{index}_{role}", sublayer)
+            for role, sublayer in vars(layer).items()
+            if sublayer is not None
+        ],
+    )
 
 
 def build_layer(layer: Any, hidden_dim: int, two_input_roles: tuple[str, ...] = ()) -> None:
