@@ -9,7 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from helpers.corpora import multi30k_lines  # noqa: E402
+from helpers.corpora import multi30k_lines, write_multi30k_split  # noqa: E402, F401
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
 # Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
@@ -36,8 +36,6 @@ def _seed():
 def small_corpus(tmp_path_factory):
     """A local en-de corpus from real Multi30k lines: 2,000 training pairs (gzip),
     200 validation and 200 test pairs (plain). Returns {split: prefix}."""
-    import gzip
-
     root = tmp_path_factory.mktemp("small_corpus")
     sizes = {
         "train": ("train", 2000),
@@ -46,16 +44,8 @@ def small_corpus(tmp_path_factory):
     }
     prefixes = {}
     for split, (stem, count) in sizes.items():
-        prefix = str(root / split)
-        for language in ("en", "de"):
-            text = "".join(line + "\n" for line in multi30k_lines(stem, language, count))
-            if split == "train":
-                with gzip.open(f"{prefix}.{language}.gz", "wt", encoding="utf-8") as f:
-                    f.write(text)
-            else:
-                with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
-                    f.write(text)
-        prefixes[split] = prefix
+        prefixes[split] = str(root / split)
+        write_multi30k_split(prefixes[split], stem, count, compress=split == "train")
     return prefixes
 
 

@@ -12,7 +12,7 @@ from helpers.corpora import (
     POSENET_TINY_FLAGS,
     TINY_MODEL_FLAGS,
     local_corpus_flags,
-    multi30k_lines,
+    write_multi30k_split,
 )
 
 from benchmarks import train_profile
@@ -242,11 +242,7 @@ def test_family_comparison(small_corpus, tmp_path):
     corpus = {"train": small_corpus["train"]}
     for split, stem in (("validation", "val"), ("test", "test_2016_flickr")):
         corpus[split] = str(tmp_path / split)
-        for language in ("en", "de"):
-            lines = multi30k_lines(stem, language, SENTENCES)
-            (tmp_path / f"{split}.{language}").write_text(
-                "".join(f"{x}\n" for x in lines), encoding="utf-8"
-            )
+        write_multi30k_split(corpus[split], stem, SENTENCES)
     config = tmp_path / "posenet.cfg"
     config.write_text(
         "\n".join(

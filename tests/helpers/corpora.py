@@ -16,6 +16,19 @@ def multi30k_lines(stem, language, count):
         return [next(f).rstrip("\n") for _ in range(count)]
 
 
+def write_multi30k_split(prefix, stem, count, compress=False):
+    """Writes the first `count` English-German pairs of an embedded Multi30k file as the
+    local corpus files `{prefix}.en` and `{prefix}.de` (gzip, `.gz` added, if `compress`)."""
+    for language in ("en", "de"):
+        text = "".join(line + "\n" for line in multi30k_lines(stem, language, count))
+        if compress:
+            with gzip.open(f"{prefix}.{language}.gz", "wt", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
+                f.write(text)
+
+
 def local_corpus_flags(prefixes):
     """The data flags that describe `prefixes` ({split: prefix}, the `small_corpus`
     fixture) as a local English-German corpus with a 500-piece BPE, for pipeline and
