@@ -22,6 +22,8 @@ from benchmarks import fairseq_commands
 _PROGRESS = re.compile(r"\| (train_inner|train) \| epoch (\d+)\b(.*)$", re.M)
 _PARAMETERS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 _STATISTIC = re.compile(r"(\w+)[= ](-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?=[,|\s]|$)")
+# fairseq's names of the prepared splits.
+_FAIRSEQ_SUBSETS = {"train": "train", "validation": "valid", "test": "test"}
 # The model options spelled out for fairseq-train, in fairseq's names (`fconv`'s and the
 # translation task's).
 _MODEL_OPTIONS = (
@@ -199,10 +201,11 @@ def parameters(log):
     return int(match.group(1).replace(",", "")) if match else None
 
 
-def write_data(prepared, work_dir, limit=None):
-    """Writes the training split of `prepared` (a `PreparedData`; its first `limit`
-    pairs) as SentencePiece pieces and binarises it with the SentencePiece vocabulary as
-    both dictionaries; returns fairseq's data directory and the vocabulary's size.
+def write_data(prepared, work_dir, limit=None, splits=("train",)):
+    """Writes `splits` of `prepared` (a `PreparedData`; the first `limit` pairs of each)
+    as SentencePiece pieces and binarises them with the SentencePiece vocabulary as both
+    dictionaries (as fairseq's subsets `train`, `valid` and `test`); returns fairseq's
+    data directory and the vocabulary's size.
 
     Raises:
         ValueError: The SentencePiece model's first pieces are not fairseq's specials.
@@ -220,18 +223,23 @@ def write_data(prepared, work_dir, limit=None):
         )
     dictionary = Dictionary.from_tokens(pieces[len(SPECIAL_SYMBOLS) :])
     languages = (prepared.source_lang, prepared.target_lang)
-    prefix = os.path.join(work_dir, "train_pieces")
-    for language, path in zip(languages, prepared.split_paths("train")):
+    for language in languages:
         dictionary.save(os.path.join(work_dir, f"dict.{language}.txt"))
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")[:-1][:limit]
-        with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
-            f.writelines(" ".join(line) + "\n" for line in processor.encode(lines, out_type=str))
     data_bin = os.path.join(work_dir, "data_bin")
     dictionaries = types.SimpleNamespace(
         output_dir=work_dir, source_lang=languages[0], target_lang=languages[1]
     )
-    fairseq_commands.preprocess(dictionaries, [prefix], data_bin, work_dir, subset="train")
+    for split in splits:
+        prefix = os.path.join(work_dir, f"{split}_pieces")
+        for language, path in zip(languages, prepared.split_paths(split)):
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().split("\n")[:-1][:limit]
+            with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
+                f.writelines(
+                    " ".join(line) + "\n" for line in processor.encode(lines, out_type=str)
+                )
+        subset = _FAIRSEQ_SUBSETS[split]
+        fairseq_commands.preprocess(dictionaries, [prefix], data_bin, work_dir, subset=subset)
     return data_bin, len(dictionary)
 
 

@@ -8,7 +8,8 @@ project's translator), the load (`open_saved_model`), every line of
 --latency_input one request at a time (the first request included in the mean, and
 reported alone), the same lines again (warm), then --throughput_input in batches of
 --batch_size (the first pass, compilation and all, counted). Writes the batched
-translations to --output, one per line, and prints one JSON line.
+translations to --output, one per line, and prints one JSON line (with the process's
+peak resident memory).
 """
 
 import time
@@ -18,6 +19,8 @@ _START = time.perf_counter()
 import json  # noqa: E402
 
 from absl import app, flags  # noqa: E402
+
+from convs2s_tf.data.text_files import read_lines  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -32,9 +35,12 @@ def define_flags():
     flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.")
 
 
-def _lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
+def peak_rss_mb():
+    """This process's peak resident memory so far, in MiB."""
+    import resource
+
+    # Linux gives kibibytes.
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
 def request_milliseconds(translator, sentences):
@@ -67,9 +73,9 @@ def main(argv):
     imported = time.perf_counter()
     translator = open_saved_model(FLAGS.saved_model)
     loaded = time.perf_counter()
-    first = request_milliseconds(translator, _lines(FLAGS.latency_input))
-    warm = request_milliseconds(translator, _lines(FLAGS.latency_input))
-    sentences = _lines(FLAGS.throughput_input)
+    first = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    warm = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    sentences = read_lines(FLAGS.throughput_input)
     start = time.perf_counter()
     translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
     batched_seconds = time.perf_counter() - start
@@ -82,6 +88,7 @@ def main(argv):
         "batch1_mean_ms": round(sum(first) / len(first), 2),
         "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
         "batch_sentences_per_sec": round(len(sentences) / batched_seconds, 2),
+        "peak_rss_mb": peak_rss_mb(),
     }
     print(json.dumps(result))
 

@@ -1,0 +1,103 @@
+"""Times a CTranslate2 model as a fresh process meets it (run by
+`benchmarks.compare_ctranslate2`), as `benchmarks.fresh_saved_model` times an export.
+
+    python -m benchmarks.ctranslate2_speed --model=CT2_DIR --compute_type=int8 \\
+        --sentencepiece_model=SPM --latency_input=FIRST.txt --throughput_input=SORTED.txt \\
+        --output=TRANSLATIONS.txt [--batch_size=128] [--beam_size=5] [--threads=2]
+
+In one new process: the imports, the load (`ctranslate2.Translator` on the CPU, one
+translation at a time on --threads threads), every line of --latency_input one request
+at a time (the first included), the same again (warm), then --throughput_input in
+batches of --batch_size. A request is raw text: SentencePiece pieces in, pieces out and
+detokenised, as the project's export does inside its graph. Writes the batched
+translations to --output and prints one JSON line with the same keys as
+`benchmarks.fresh_saved_model` and the process's peak resident memory.
+"""
+
+import time
+
+_START = time.perf_counter()
+
+import json  # noqa: E402
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks.fresh_saved_model import (  # noqa: E402
+    peak_rss_mb,
+    request_milliseconds,
+    translate_in_batches,
+)
+from convs2s_tf.data.text_files import read_lines  # noqa: E402
+
+flags.DEFINE_string("model", None, "A CTranslate2 model directory.", required=True)
+flags.DEFINE_enum("compute_type", "float32", ["float32", "int8", "int8_float32"], "Its compute.")
+flags.DEFINE_string("sentencepiece_model", None, "The pieces' model.", required=True)
+flags.DEFINE_string("latency_input", None, "Sentences sent one at a time.", required=True)
+flags.DEFINE_string("throughput_input", None, "Sentences sent in batches.", required=True)
+flags.DEFINE_string("output", None, "Where the batched translations go.", required=True)
+flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.")
+flags.DEFINE_integer("beam_size", 5, "Beam size.")
+flags.DEFINE_integer("max_length", 200, "Most target pieces (fairseq's max_len_b).")
+flags.DEFINE_integer("threads", 2, "Threads of the one translation at a time.")
+FLAGS = flags.FLAGS
+
+
+class TextTranslator:
+    """Raw text to raw text through a `ctranslate2.Translator`, with the project's
+    translators' result shape (a list of (text, score) lists, best first)."""
+
+    def __init__(self, translator, processor):
+        self.translator = translator
+        self.processor = processor
+
+    def translate(self, texts):
+        results = self.translator.translate_batch(
+            self.processor.encode(texts, out_type=str),
+            beam_size=FLAGS.beam_size,
+            max_batch_size=FLAGS.batch_size,
+            max_decoding_length=FLAGS.max_length,
+        )
+        return [
+            [(self.processor.decode(result.hypotheses[0]), result.scores[0])] for result in results
+        ]
+
+
+def main(argv):
+    del argv
+    import ctranslate2
+    import sentencepiece as spm
+
+    imported = time.perf_counter()
+    translator = TextTranslator(
+        ctranslate2.Translator(
+            FLAGS.model,
+            device="cpu",
+            compute_type=FLAGS.compute_type,
+            inter_threads=1,
+            intra_threads=FLAGS.threads,
+        ),
+        spm.SentencePieceProcessor(model_file=FLAGS.sentencepiece_model),
+    )
+    loaded = time.perf_counter()
+    first = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    warm = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    sentences = read_lines(FLAGS.throughput_input)
+    start = time.perf_counter()
+    translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
+    batched_seconds = time.perf_counter() - start
+    with open(FLAGS.output, "w", encoding="utf-8") as f:
+        f.writelines(translation + "\n" for translation in translations)
+    result = {
+        "import_seconds": round(imported - _START, 3),
+        "load_seconds": round(loaded - imported, 3),
+        "first_request_ms": round(first[0], 2),
+        "batch1_mean_ms": round(sum(first) / len(first), 2),
+        "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
+        "batch_sentences_per_sec": round(len(sentences) / batched_seconds, 2),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    app.run(main)
