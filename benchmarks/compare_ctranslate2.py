@@ -37,13 +37,13 @@ from benchmarks.comparison_report import cpu_description
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # This project's exports: name -> pipelines.export flags.
 EXPORTS = {
-    "convs2s float32": ["--inference_dtype=float32"],
-    "convs2s bfloat16": ["--inference_dtype=bfloat16"],
-    "convs2s float32 shortlist": ["--inference_dtype=float32", "--shortlist"],
-    "convs2s bfloat16 shortlist": ["--inference_dtype=bfloat16", "--shortlist"],
+    "convs2s_float32": ["--inference_dtype=float32"],
+    "convs2s_bfloat16": ["--inference_dtype=bfloat16"],
+    "convs2s_float32_shortlist": ["--inference_dtype=float32", "--shortlist"],
+    "convs2s_bfloat16_shortlist": ["--inference_dtype=bfloat16", "--shortlist"],
 }
 # CTranslate2's models of the Transformer: name -> converter quantisation.
-CTRANSLATE2_MODELS = {"transformer ct2 float32": "float32", "transformer ct2 int8": "int8"}
+CTRANSLATE2_MODELS = {"transformer_ct2_float32": "float32", "transformer_ct2_int8": "int8"}
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_string(
@@ -51,9 +51,16 @@ flags.DEFINE_string(
 )
 flags.DEFINE_float("train_minutes", 58.0, "The Transformer's training budget.")
 flags.DEFINE_integer("seed", 1, "The Transformer's training seed.")
+flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences (0: all).")
 flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.")
 flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.")
 flags.DEFINE_integer("threads", os.cpu_count() or 1, "Threads of fairseq and CTranslate2.")
+flags.DEFINE_multi_enum(
+    "translators",
+    [*CTRANSLATE2_MODELS, *EXPORTS],
+    [*CTRANSLATE2_MODELS, *EXPORTS],
+    "The translators measured (repeat the flag for several).",
+)
 FLAGS = flags.FLAGS
 
 
@@ -109,6 +116,8 @@ def convert(checkpoint, data_bin, languages, work_dir):
     # fairseq checkpoints hold its configuration objects, which only a full unpickling
     # reads; this one was trained by this benchmark a step earlier, so it is trusted.
     for name, quantization in CTRANSLATE2_MODELS.items():
+        if name not in FLAGS.translators:
+            continue
         path = os.path.join(work_dir, "ctranslate2", quantization)
         if not os.path.isfile(os.path.join(path, "model.bin")):
             _run(
@@ -133,11 +142,14 @@ def export(work_dir):
     """Step 3: this project's exports, by name (their version directories)."""
     from convs2s_tf.shortlist import shortlist_path
 
-    if not os.path.isfile(shortlist_path(FLAGS.model_dir)):
+    names = [name for name in EXPORTS if name in FLAGS.translators]
+    shortlisted = any("--shortlist" in EXPORTS[name] for name in names)
+    if shortlisted and not os.path.isfile(shortlist_path(FLAGS.model_dir)):
         _run(["-m", "pipelines.build_shortlist", f"--model_dir={FLAGS.model_dir}"])
     paths = {}
-    for name, arguments in EXPORTS.items():
-        base = os.path.join(work_dir, "exports", name.replace(" ", "_"))
+    for name in names:
+        arguments = EXPORTS[name]
+        base = os.path.join(work_dir, "exports", name)
         if not os.path.isdir(base):
             _run(
                 [
@@ -163,7 +175,9 @@ class TestSplit:
 
         from convs2s_tf.data.text_files import read_lines
 
-        self.sources, self.references = map(read_lines, prepared.split_paths("test"))
+        self.sources, self.references = (
+            read_lines(path)[: FLAGS.sentences or None] for path in prepared.split_paths("test")
+        )
         processor = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path)
         lengths = [len(pieces) for pieces in processor.encode(self.sources)]
         self.order = sorted(range(len(self.sources)), key=lambda index: lengths[index])
@@ -186,7 +200,7 @@ def measure(name, command, model_path, split, work_dir):
     from convs2s_tf.data.text_files import read_lines
     from convs2s_tf.evaluation.bleu import corpus_scores
 
-    output = os.path.join(work_dir, "translations", name.replace(" ", "_") + ".txt")
+    output = os.path.join(work_dir, "translations", name + ".txt")
     os.makedirs(os.path.dirname(output), exist_ok=True)
     stdout = _run(
         [

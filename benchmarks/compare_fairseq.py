@@ -11,9 +11,10 @@ fairseq's other defaults unless the flags say otherwise):
 * `generate`: fairseq-generate on the split binarised by fairseq-preprocess (SentencePiece
   pieces as tokens, the exported dictionaries), batches of --batch_size and batch 1 over
   the first --latency_sentences; times by fairseq's own timer (its search calls alone);
-* `in_process`: this project's translator in this process (one untimed request first,
-  which traces the search), batches of --batch_size sorted by length as fairseq sorts
-  them (order restored), per --in_process_dtypes; batch 1 over the first
+* `in_process`: this project's translator in this process (`pipelines.translate`'s and
+  `evaluate`'s, loaded with warm-up as `open_translator` does: its float32 buckets
+  compiled; then one untimed request), batches of --batch_size sorted by length as
+  fairseq sorts them (order restored), per --in_process_dtypes; batch 1 over the first
   --latency_sentences (float32);
 * `saved_model`: `pipelines.export` with default speed flags, then a fresh process
   (`benchmarks.fresh_saved_model`): load time, batch 1 over the first --latency_sentences
@@ -180,7 +181,7 @@ class Comparison:
             translator = load_inference_model(
                 FLAGS.model_dir, search_config=search_config
             ).translator()
-            translator.translate(self.first[:1])  # traces the search: untimed
+            translator.translate(self.first[:1])  # untimed, as an export's warm-up
             ordered = [self.sources[index] for index in self.order]
             start = time.perf_counter()
             translations = translate_in_batches(translator, ordered, FLAGS.batch_size)

@@ -4,13 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PIP=(python3 -m pip install --quiet --disable-pip-version-check)
-# The parity extra (fairseq itself, for tests/test_fairseq_import.py): PyTorch first and on
+# The parity extra (fairseq itself, for tests/test_fairseq_import.py) and the benchmark
+# extra (the same and CTranslate2, for tests/test_compare_ctranslate2.py): PyTorch first and on
 # its own, pinned to the CPU build, so that pip never resolves a CUDA build for fairseq;
 # fairseq-fixed then compiles against it (no build isolation, which would fetch another
 # torch) and needs Cython for that.
 "${PIP[@]}" torch==2.13.0
 "${PIP[@]}" cython wheel "setuptools>=64" numpy
-"${PIP[@]}" --no-build-isolation -e ".[test,parity]"
+"${PIP[@]}" --no-build-isolation -e ".[test,parity,benchmark]"
 
 export TF_CPP_MIN_LOG_LEVEL=2 KERAS_BACKEND=tensorflow
 python3 -m flake8 convs2s_tf pipelines tests benchmarks

@@ -1,0 +1,36 @@
+"""benchmarks.compare_ctranslate2 end to end on the tiny run, with the smallest settings:
+a fairseq Transformer trained for seconds, converted by CTranslate2 and timed beside the
+run's export; every step's output checked, not the figures."""
+
+import json
+
+from conftest import run_python
+
+
+def test_compare_ctranslate2(tiny_run, tmp_path):
+    work_dir = tmp_path / "work"
+    arguments = [
+        "-m",
+        "benchmarks.compare_ctranslate2",
+        f"--model_dir={tiny_run}",
+        f"--work_dir={work_dir}",
+        "--train_minutes=0.2",
+        "--sentences=8",
+        "--latency_sentences=2",
+        "--batch_size=4",
+        "--translators=transformer_ct2_int8",
+        "--translators=convs2s_float32",
+    ]
+    result = run_python(arguments)
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    transformer = line["transformer"]
+    assert transformer["epochs"] >= 1 and transformer["parameters"] > 0
+    assert 1 <= len(transformer["averaged_epochs"]) <= 10
+    assert set(line["translators"]) == {"transformer_ct2_int8", "convs2s_float32"}
+    for figures in line["translators"].values():
+        assert figures["batch1_mean_ms"] > 0 and figures["batch_sentences_per_sec"] > 0
+        assert figures["peak_rss_mb"] > 0 and figures["size_mb"] > 0
+        assert 0 <= figures["bleu"] <= 100
+    assert (work_dir / "ctranslate2" / "int8" / "model.bin").is_file()
+    assert len((work_dir / "translations" / "convs2s_float32.txt").read_text().splitlines()) == 8
+    assert "| transformer_ct2_int8 |" in result.stdout and line["cpu"] in result.stdout
