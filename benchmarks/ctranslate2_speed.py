@@ -56,6 +56,7 @@ class TextTranslator:
             beam_size=FLAGS.beam_size,
             max_batch_size=FLAGS.batch_size,
             max_decoding_length=FLAGS.max_length,
+            return_scores=True,
         )
         return [
             [(self.processor.decode(result.hypotheses[0]), result.scores[0])] for result in results

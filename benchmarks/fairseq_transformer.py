@@ -124,7 +124,7 @@ def training_summary(log):
     """Epochs, updates and the last validation loss from fairseq-train's console."""
     lines = fairseq_training.progress_lines(log)
     summaries = [line for line in lines if line["tag"] == "train"]
-    validations = re.findall(r"\| valid on 'valid' subset \|.*?\| loss (\d+\.\d+)", log)
+    validations = re.findall(r"\| valid on 'valid' subset \| loss (\d+(?:\.\d+)?)", log)
     return {
         "epochs": summaries[-1]["epoch"] if summaries else 0,
         "updates": int(summaries[-1]["num_updates"]) if summaries else 0,
