@@ -15,6 +15,7 @@ from convs2s_tf.data.pipeline.training import Placement
 from convs2s_tf.runs import RunDirectory
 from convs2s_tf.training.checkpointing import TrainingCheckpoints
 from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, cluster_size
+from convs2s_tf.training.cpu_features import bfloat16_warning
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.loss_scaling import DynamicLossScale
 from convs2s_tf.training.optimizers import make_optimizer
@@ -150,6 +151,10 @@ class Trainer:
         """Builds the model, the optimiser (with its slots), the training state and the
         step functions under the strategy's scope, in the run's dtype and seed."""
         config, strategy = self.config, self.strategy
+        if config.dtype == "bfloat16" and not tf.config.list_logical_devices("GPU"):
+            warning = bfloat16_warning()
+            if warning:
+                logging.warning(warning)
         keras.mixed_precision.set_global_policy(_POLICIES[config.dtype])
         keras.utils.set_random_seed(config.seed)
         with strategy.scope():
