@@ -12,14 +12,17 @@ step, one untimed epoch, then --steps timed updates) in a fresh process:
    products, as on CPUs before Intel Cooper Lake and AMD Zen 4; `AVX2`, as on AMD Zen 2
    and Zen 3) and each of --dtypes: target tokens/s.
 2. **Profiles.** Each of --dtypes again at the default instruction set, the timed steps
-   traced by TensorFlow's profiler: milliseconds per step, and share of the wall time, of
-   the matrix products (MatMul, BatchMatMul and convolution kernels), the casts between
-   float32 and bfloat16, the XLA-compiled loss, the other elementwise operations and
-   reductions, the optimiser's updates, the all-reduce, the input pipeline, and the wall
-   time in which no operation runs.
+   traced by TensorFlow's profiler: milliseconds per step of the matrix products (MatMul,
+   BatchMatMul and convolution kernels), the casts between float32 and bfloat16, the
+   XLA-compiled loss, the other elementwise operations and reductions, the optimiser's
+   updates, the all-reduce and the input pipeline, each with its share of the step's
+   operation time (which exceeds the wall time when two operations run at once on two
+   cores), and the wall time in which no operation runs.
 
-Prints the CPU, both tables, then one JSON line. About 10 minutes on 2 cores with the
-defaults; run it alone on the machine.
+A variant oneDNN cannot train (bfloat16 under `AVX2` dies with SIGSEGV on TensorFlow
+2.21) is reported as failed. Prints the CPU, both tables, then one JSON line. About 25
+minutes on 2 cores with the defaults (`--isas=`: the profiles alone, about 8); run it
+alone on the machine.
 """
 
 import json
@@ -123,17 +126,17 @@ def rates_table(rates):
 
 
 def profiles_table(profiles):
-    names = [*CATEGORIES, "idle"]
-    lines = ["| ms per step (share) | " + " | ".join(FLAGS.dtypes) + " |"]
+    """Each category's milliseconds per step and share of the step's operation time (two
+    operations run at once on two cores, so the operation time exceeds the wall time)."""
+    lines = ["| ms per step (share of operation time) | " + " | ".join(FLAGS.dtypes) + " |"]
     lines.append("| --- |" + " --- |" * len(FLAGS.dtypes))
-    for name in [*names, "step (wall)"]:
+    for name in [*CATEGORIES, "idle", "step (wall)"]:
         cells = []
         for dtype in FLAGS.dtypes:
-            step = profiles[dtype]["step (wall)"]
-            value = profiles[dtype][name]
-            cells.append(
-                f"{value:.1f}" + (f" ({100 * value / step:.0f}%)" if name in names else "")
-            )
+            profile = profiles[dtype]
+            busy = sum(profile[category] for category in CATEGORIES)
+            share = f" ({100 * profile[name] / busy:.0f}%)" if name in CATEGORIES else ""
+            cells.append(f"{profile[name]:.1f}{share}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
