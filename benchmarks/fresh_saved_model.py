@@ -36,10 +36,20 @@ def define_flags():
 
 
 def peak_rss_mb():
-    """This process's peak resident memory so far, in MiB."""
+    """This process's peak resident memory so far, in MiB.
+
+    Linux's `VmHWM`: `getrusage`'s `ru_maxrss` survives `exec`, so a child started by a
+    large parent would report the parent's size.
+    """
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)  # kibibytes
+    except OSError:
+        pass
     import resource
 
-    # Linux gives kibibytes.
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
