@@ -11,6 +11,7 @@ bfloat16 training 4 times slower than with them, and slower than float32
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
 # oneDNN instruction-set limits (`ONEDNN_MAX_CPU_ISA`) that leave the bfloat16
@@ -39,7 +40,9 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
     return None
 
 
-def has_bfloat16_units(flags: set[str] | None = None, environ=None) -> bool | None:
+def has_bfloat16_units(
+    flags: set[str] | None = None, environ: Mapping[str, str] | None = None
+) -> bool | None:
     """Whether oneDNN can use bfloat16 instructions here: True, False, or None (unknown).
 
     Args:
@@ -63,7 +66,9 @@ def has_bfloat16_units(flags: set[str] | None = None, environ=None) -> bool | No
     return any(flag in flags for flag in BFLOAT16_FLAGS)
 
 
-def bfloat16_warning(flags: set[str] | None = None, environ=None) -> str | None:
+def bfloat16_warning(
+    flags: set[str] | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
     """The warning bfloat16 training on this CPU deserves, or None."""
     if has_bfloat16_units(flags, environ) is not False:
         return None
