@@ -50,6 +50,7 @@ flags.DEFINE_string(
     "work_dir", os.path.join(ROOT, "runs", "compare_ctranslate2"), "Where everything goes."
 )
 flags.DEFINE_float("train_minutes", 58.0, "The Transformer's training budget.")
+flags.DEFINE_integer("max_epochs", 0, "Stop the Transformer after N epochs (0: the budget).")
 flags.DEFINE_integer("seed", 1, "The Transformer's training seed.")
 flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences (0: all).")
 flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.")
@@ -96,7 +97,13 @@ def train_transformer(prepared, work_dir):
         os.makedirs(save_dir, exist_ok=True)
         print(f"training the Transformer for {FLAGS.train_minutes:g} minutes", flush=True)
         log, seconds = fairseq_transformer.train(
-            data_bin, languages, save_dir, FLAGS.train_minutes, FLAGS.seed, FLAGS.threads
+            data_bin,
+            languages,
+            save_dir,
+            FLAGS.train_minutes,
+            FLAGS.seed,
+            FLAGS.threads,
+            max_epochs=FLAGS.max_epochs,
         )
         _, epochs = fairseq_transformer.average(save_dir)
         summary = dict(

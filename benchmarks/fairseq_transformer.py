@@ -49,9 +49,10 @@ AVERAGED_NAME = "averaged.pt"
 _EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt$")
 
 
-def train(data_bin, languages, save_dir, minutes, seed, threads):
-    """Trains the recipe on `data_bin` into `save_dir` for at most `minutes`; returns
-    fairseq-train's console (also in `save_dir/train.log`) and its wall seconds.
+def train(data_bin, languages, save_dir, minutes, seed, threads, max_epochs=0):
+    """Trains the recipe on `data_bin` into `save_dir` for at most `minutes` (and at most
+    `max_epochs` epochs, 0: no limit); returns fairseq-train's console (also in
+    `save_dir/train.log`) and its wall seconds.
 
     Raises:
         CommandError: fairseq-train failed.
@@ -63,6 +64,7 @@ def train(data_bin, languages, save_dir, minutes, seed, threads):
         f"--target-lang={languages[1]}",
         *RECIPE,
         f"--stop-time-hours={minutes / 60.0}",
+        f"--max-epoch={max_epochs}",
         f"--seed={seed}",
         f"--save-dir={save_dir}",
         f"--keep-last-epochs={AVERAGED_CHECKPOINTS}",
