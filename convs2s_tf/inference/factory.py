@@ -78,7 +78,7 @@ class InferenceModel:
 
         Args:
             warm_up: Compile its buckets now, as loading an export does (see
-                `CheckpointTranslator`); False: each on its second batch.
+                `CheckpointTranslator`); False: graph mode only.
 
         Raises:
             InferenceError: The run has no tokenizer.

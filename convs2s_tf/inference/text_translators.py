@@ -114,9 +114,10 @@ class CheckpointTranslator(TextFunctionsTranslator):
 
     * with `warm_up`, all of them now, as loading an export replays its warm-up
       requests, so that no translation waits for a compilation;
-    * without, a bucket compiles on its second batch: its first is searched in graph
-      mode, so a one-off small batch (a one-sentence input, the last batch of a file)
-      never pays for a compilation, while a stream of them pays once.
+    * without, every batch is searched in graph mode, as before: `pipelines.translate`
+      and `evaluate` translate their input once. (Compiling a bucket lazily, on its
+      second batch, failed to trace while `translate_all` searched two batches at once;
+      it is left for later.)
 
     Args:
         model: A built `ConvS2S`.
@@ -155,12 +156,14 @@ class CheckpointTranslator(TextFunctionsTranslator):
         except ValueError as error:  # SearchConfig.validate: the model's lengths
             raise InferenceError(str(error)) from None
         super().__init__(_module_functions(module), module.search_config.beam_size, module)
-        self._buckets = compiled_buckets(buckets, module.search_config)
+        self._buckets = compiled_buckets(buckets, module.search_config) if warm_up else None
         self._compiled: TranslationModule | None = None
         self._compiled_functions: Mapping[str, TextFunction] = {}
         self._bucket_batches: collections.Counter[int] = collections.Counter()
         # translate_all searches two batches at once, from two threads.
         self._lock = threading.Lock()
+        self._trace_lock = threading.Lock()
+        self._traced: set[TextFunction] = set()
         self.warmup_seconds = self.warm_up() if warm_up else 0.0
 
     def warm_up(self) -> float:
@@ -173,6 +176,19 @@ class CheckpointTranslator(TextFunctionsTranslator):
         for size in sizes + [sizes[-1] + 1 if sizes else 1]:
             self.translate(warmup_texts(size))
         return time.perf_counter() - start
+
+    def _call(self, signature: str, texts: list[str]) -> Mapping[str, tf.Tensor]:
+        function = self._function(signature, len(texts))
+        if function not in self._traced:
+            # Tracing swaps the model's kernels for the folded ones (`frozen_kernels`):
+            # two functions over the same model must not trace at once (translate_all
+            # searches two batches from two threads, one of them maybe compiled).
+            with self._trace_lock:
+                if function not in self._traced:
+                    output = run_search(function, tf.constant(texts, dtype=tf.string))
+                    self._traced.add(function)
+                    return output
+        return run_search(function, tf.constant(texts, dtype=tf.string))
 
     def _function(self, signature: str, batch_size: int) -> TextFunction:
         buckets = self._buckets
