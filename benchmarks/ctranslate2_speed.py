@@ -22,12 +22,7 @@ import json  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
-from benchmarks.fresh_saved_model import (  # noqa: E402
-    peak_rss_mb,
-    request_milliseconds,
-    translate_in_batches,
-)
-from convs2s_tf.data.text_files import read_lines  # noqa: E402
+from benchmarks.fresh_saved_model import time_translator  # noqa: E402
 
 flags.DEFINE_string("model", None, "A CTranslate2 model directory.", required=True)
 flags.DEFINE_enum("compute_type", "float32", ["float32", "int8", "int8_float32"], "Its compute.")
@@ -79,25 +74,7 @@ def main(argv):
         ),
         spm.SentencePieceProcessor(model_file=FLAGS.sentencepiece_model),
     )
-    loaded = time.perf_counter()
-    first = request_milliseconds(translator, read_lines(FLAGS.latency_input))
-    warm = request_milliseconds(translator, read_lines(FLAGS.latency_input))
-    sentences = read_lines(FLAGS.throughput_input)
-    start = time.perf_counter()
-    translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
-    batched_seconds = time.perf_counter() - start
-    with open(FLAGS.output, "w", encoding="utf-8") as f:
-        f.writelines(translation + "\n" for translation in translations)
-    result = {
-        "import_seconds": round(imported - _START, 3),
-        "load_seconds": round(loaded - imported, 3),
-        "first_request_ms": round(first[0], 2),
-        "batch1_mean_ms": round(sum(first) / len(first), 2),
-        "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
-        "batch_sentences_per_sec": round(len(sentences) / batched_seconds, 2),
-        "peak_rss_mb": peak_rss_mb(),
-    }
-    print(json.dumps(result))
+    print(json.dumps(time_translator(translator, _START, imported, time.perf_counter())))
 
 
 if __name__ == "__main__":

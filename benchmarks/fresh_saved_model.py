@@ -73,6 +73,30 @@ def translate_in_batches(translator, texts, batch_size):
     return translations
 
 
+def time_translator(translator, started, imported, loaded):
+    """Runs the measurement on a loaded `translator` (the module docstring's, from
+    --latency_input, --throughput_input, --batch_size; translations to --output); its
+    figures, given when the process started and when its imports and the load ended
+    (`time.perf_counter()`)."""
+    first = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    warm = request_milliseconds(translator, read_lines(FLAGS.latency_input))
+    sentences = read_lines(FLAGS.throughput_input)
+    start = time.perf_counter()
+    translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
+    batched_seconds = time.perf_counter() - start
+    with open(FLAGS.output, "w", encoding="utf-8") as f:
+        f.writelines(translation + "\n" for translation in translations)
+    return {
+        "import_seconds": round(imported - started, 3),
+        "load_seconds": round(loaded - imported, 3),
+        "first_request_ms": round(first[0], 2),
+        "batch1_mean_ms": round(sum(first) / len(first), 2),
+        "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
+        "batch_sentences_per_sec": round(len(sentences) / batched_seconds, 2),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
 def main(argv):
     del argv
     import tensorflow  # noqa: F401
@@ -82,25 +106,7 @@ def main(argv):
 
     imported = time.perf_counter()
     translator = open_saved_model(FLAGS.saved_model)
-    loaded = time.perf_counter()
-    first = request_milliseconds(translator, read_lines(FLAGS.latency_input))
-    warm = request_milliseconds(translator, read_lines(FLAGS.latency_input))
-    sentences = read_lines(FLAGS.throughput_input)
-    start = time.perf_counter()
-    translations = translate_in_batches(translator, sentences, FLAGS.batch_size)
-    batched_seconds = time.perf_counter() - start
-    with open(FLAGS.output, "w", encoding="utf-8") as f:
-        f.writelines(translation + "\n" for translation in translations)
-    result = {
-        "import_seconds": round(imported - _START, 3),
-        "load_seconds": round(loaded - imported, 3),
-        "first_request_ms": round(first[0], 2),
-        "batch1_mean_ms": round(sum(first) / len(first), 2),
-        "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
-        "batch_sentences_per_sec": round(len(sentences) / batched_seconds, 2),
-        "peak_rss_mb": peak_rss_mb(),
-    }
-    print(json.dumps(result))
+    print(json.dumps(time_translator(translator, _START, imported, time.perf_counter())))
 
 
 if __name__ == "__main__":
