@@ -3,9 +3,6 @@ checkpoint's model, or loaded from a text export."""
 
 from __future__ import annotations
 
-import collections
-import functools
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,9 +31,6 @@ if TYPE_CHECKING:
 
 # A translation function: a `[batch]` string tensor in, its outputs by name out.
 TextFunction = Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
-# The batch of a bucket on which a `CheckpointTranslator` made without warm-up compiles
-# it (the first is searched in graph mode).
-_COMPILE_ON_BATCH = 2
 
 
 def _strings(tensor: Any) -> list[str]:
@@ -146,24 +140,19 @@ class CheckpointTranslator(TextFunctionsTranslator):
     ) -> None:
         if tokenizer is None:
             raise InferenceError("Translating text needs the model's tokenizer; none given.")
-        # The graph-mode module now; the compiled one, over the same model, when a bucket
-        # first needs it.
-        self._make_module = functools.partial(
-            TranslationModule, model, tokenizer, search_config, shortlist=shortlist
-        )
         try:
-            module = self._make_module()
+            module = TranslationModule(model, tokenizer, search_config, shortlist=shortlist)
         except ValueError as error:  # SearchConfig.validate: the model's lengths
             raise InferenceError(str(error)) from None
         super().__init__(_module_functions(module), module.search_config.beam_size, module)
         self._buckets = compiled_buckets(buckets, module.search_config) if warm_up else None
-        self._compiled: TranslationModule | None = None
-        self._compiled_functions: Mapping[str, TextFunction] = {}
-        self._bucket_batches: collections.Counter[int] = collections.Counter()
-        # translate_all searches two batches at once, from two threads.
-        self._lock = threading.Lock()
-        self._trace_lock = threading.Lock()
-        self._traced: set[TextFunction] = set()
+        # A second module over the same model, whose small batches run compiled.
+        self._compiled = (
+            TranslationModule(model, tokenizer, module.search_config, self._buckets, shortlist)
+            if self._buckets is not None
+            else None
+        )
+        self._compiled_functions = _module_functions(self._compiled) if self._compiled else {}
         self.warmup_seconds = self.warm_up() if warm_up else 0.0
 
     def warm_up(self) -> float:
@@ -171,24 +160,9 @@ class CheckpointTranslator(TextFunctionsTranslator):
         of each size); returns the seconds it took."""
         start = time.perf_counter()
         sizes = list(self._buckets.batch_sizes) if self._buckets is not None else []
-        with self._lock:
-            self._bucket_batches.update({size: _COMPILE_ON_BATCH for size in sizes})
         for size in sizes + [sizes[-1] + 1 if sizes else 1]:
             self.translate(warmup_texts(size))
         return time.perf_counter() - start
-
-    def _call(self, signature: str, texts: list[str]) -> Mapping[str, tf.Tensor]:
-        function = self._function(signature, len(texts))
-        if function not in self._traced:
-            # Tracing swaps the model's kernels for the folded ones (`frozen_kernels`):
-            # two functions over the same model must not trace at once (translate_all
-            # searches two batches from two threads, one of them maybe compiled).
-            with self._trace_lock:
-                if function not in self._traced:
-                    output = run_search(function, tf.constant(texts, dtype=tf.string))
-                    self._traced.add(function)
-                    return output
-        return run_search(function, tf.constant(texts, dtype=tf.string))
 
     def _function(self, signature: str, batch_size: int) -> TextFunction:
         buckets = self._buckets
@@ -199,14 +173,6 @@ class CheckpointTranslator(TextFunctionsTranslator):
             or signature == ATTENTION_SIGNATURE
         ):
             return self._functions[signature]
-        bucket = next(size for size in buckets.batch_sizes if size >= batch_size)
-        with self._lock:
-            self._bucket_batches[bucket] += 1
-            if self._bucket_batches[bucket] < _COMPILE_ON_BATCH:
-                return self._functions[signature]
-            if self._compiled is None:
-                self._compiled = self._make_module(buckets=buckets)
-                self._compiled_functions = _module_functions(self._compiled)
         return self._compiled_functions[signature]
 
     def _nbest_error(self, nbest: int) -> str:
