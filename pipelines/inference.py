@@ -65,8 +65,8 @@ def translator_from_flags(search_config, nbest=1, attention=False):
             search_config=search_config,
             # A command translates its input once: rather than compiling every bucket at
             # load (seconds for the default model), an export's compile when a batch
-            # first needs one and a checkpoint searches in graph mode (translating a file
-            # in batches of 64 needs no bucket).
+            # first needs one, a checkpoint's on a bucket's second batch (translating a
+            # file in batches of 64 needs none).
             warm_up=False,
             shortlist=None if FLAGS.saved_model else shortlist_from_flags(),
         )

@@ -78,7 +78,7 @@ class InferenceModel:
 
         Args:
             warm_up: Compile its buckets now, as loading an export does (see
-                `CheckpointTranslator`); False: graph mode only.
+                `CheckpointTranslator`); False: each on its second batch.
 
         Raises:
             InferenceError: The run has no tokenizer.

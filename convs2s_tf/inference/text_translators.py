@@ -3,6 +3,9 @@ checkpoint's model, or loaded from a text export."""
 
 from __future__ import annotations
 
+import collections
+import functools
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 
 # A translation function: a `[batch]` string tensor in, its outputs by name out.
 TextFunction = Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
+# The batch of a bucket on which a `CheckpointTranslator` made without warm-up compiles
+# it (the first is searched in graph mode).
+_COMPILE_ON_BATCH = 2
 
 
 def _strings(tensor: Any) -> list[str]:
@@ -108,10 +114,9 @@ class CheckpointTranslator(TextFunctionsTranslator):
 
     * with `warm_up`, all of them now, as loading an export replays its warm-up
       requests, so that no translation waits for a compilation;
-    * without, every batch is searched in graph mode, as before: `pipelines.translate`
-      and `evaluate` translate their input once. (Compiling a bucket lazily, on its
-      second batch, failed to trace while `translate_all` searched two batches at once;
-      it is left for later.)
+    * without, a bucket compiles on its second batch: its first is searched in graph
+      mode, so a one-off small batch (a one-sentence input, the last batch of a file)
+      never pays for a compilation, while a stream of them pays once.
 
     Args:
         model: A built `ConvS2S`.
@@ -145,14 +150,17 @@ class CheckpointTranslator(TextFunctionsTranslator):
         except ValueError as error:  # SearchConfig.validate: the model's lengths
             raise InferenceError(str(error)) from None
         super().__init__(_module_functions(module), module.search_config.beam_size, module)
-        self._buckets = compiled_buckets(buckets, module.search_config) if warm_up else None
-        # A second module over the same model, whose small batches run compiled.
-        self._compiled = (
-            TranslationModule(model, tokenizer, module.search_config, self._buckets, shortlist)
-            if self._buckets is not None
-            else None
+        self._buckets = compiled_buckets(buckets, module.search_config)
+        # A second module over the same model, whose small batches run compiled: made
+        # when a bucket is first compiled.
+        self._make_compiled = functools.partial(
+            TranslationModule, model, tokenizer, module.search_config, self._buckets, shortlist
         )
-        self._compiled_functions = _module_functions(self._compiled) if self._compiled else {}
+        self._compiled: TranslationModule | None = None
+        self._compiled_functions: dict[str, TextFunction] = {}
+        self._bucket_batches: collections.Counter[int] = collections.Counter()
+        # translate_all searches two batches at once, from two threads.
+        self._lock = threading.Lock()
         self.warmup_seconds = self.warm_up() if warm_up else 0.0
 
     def warm_up(self) -> float:
@@ -160,6 +168,8 @@ class CheckpointTranslator(TextFunctionsTranslator):
         of each size); returns the seconds it took."""
         start = time.perf_counter()
         sizes = list(self._buckets.batch_sizes) if self._buckets is not None else []
+        with self._lock:
+            self._bucket_batches.update({size: _COMPILE_ON_BATCH for size in sizes})
         for size in sizes + [sizes[-1] + 1 if sizes else 1]:
             self.translate(warmup_texts(size))
         return time.perf_counter() - start
@@ -173,6 +183,15 @@ class CheckpointTranslator(TextFunctionsTranslator):
             or signature == ATTENTION_SIGNATURE
         ):
             return self._functions[signature]
+        bucket = next(size for size in buckets.batch_sizes if size >= batch_size)
+        with self._lock:
+            self._bucket_batches[bucket] += 1
+            if self._bucket_batches[bucket] < _COMPILE_ON_BATCH:
+                return self._functions[signature]
+            if self._compiled is None:
+                # (Kept here: a module's tf.functions hold it weakly.)
+                self._compiled = self._make_compiled()
+                self._compiled_functions = _module_functions(self._compiled)
         return self._compiled_functions[signature]
 
     def _nbest_error(self, nbest: int) -> str:

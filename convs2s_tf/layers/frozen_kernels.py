@@ -1,47 +1,76 @@
-"""Weight-normalised kernels computed once for a whole decoding loop."""
+"""Kernels computed once for a whole decoding loop, rather than at every step."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.weight_norm_conv1d import WeightNormConv1D
-from convs2s_tf.layers.weight_norm_dense import WeightNormDense
+# The kernels frozen by `frozen_kernels`, by `id(layer)`, per thread: `translate_all`
+# searches two batches at once from two threads, and each traces its own functions
+# (tensors of one function's graph must not leak into another's).
+_FROZEN = threading.local()
 
 
-def weight_norm_layers(model: keras.layers.Layer) -> list[WeightNormDense | WeightNormConv1D]:
-    """The built weight-normalised layers of `model`, in a fixed order."""
+def frozen_kernel_of(layer: keras.layers.Layer) -> tf.Tensor | None:
+    """The kernel `frozen_kernels` holds for `layer` in this thread, or None."""
+    return getattr(_FROZEN, "kernels", {}).get(id(layer))
+
+
+def foldable_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """The built layers of `model` (itself included) with a kernel to fold, in a fixed
+    order: those whose `folds_kernel` is true (weight-normalised layers, and decoders
+    whose output projection is their token table)."""
     return [
         layer
         for layer in model._flatten_layers(include_self=True, recursive=True)
-        if isinstance(layer, (WeightNormDense, WeightNormConv1D)) and layer.built
+        if getattr(layer, "folds_kernel", False) and layer.built
     ]
 
 
+def weight_norm_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """The built weight-normalised layers of `model`, in a fixed order."""
+    return [layer for layer in foldable_layers(model) if hasattr(layer, "kernel_v")]
+
+
 def fold_kernels(model: keras.layers.Layer) -> list[tf.Tensor]:
-    """Each weight-normalised layer's effective kernel, in its compute dtype, as a list
-    matching `weight_norm_layers(model)` (for `frozen_kernels(model, kernels)`)."""
-    return [tf.cast(layer.kernel, layer.compute_dtype) for layer in weight_norm_layers(model)]
+    """Each foldable layer's kernel (`fold_kernel()`, in its compute dtype), as a list
+    matching `foldable_layers(model)` (for `frozen_kernels(model, kernels)`)."""
+    with _unfrozen():
+        return [layer.fold_kernel() for layer in foldable_layers(model)]
+
+
+@contextlib.contextmanager
+def _unfrozen() -> Iterator[None]:
+    previous = getattr(_FROZEN, "kernels", {})
+    _FROZEN.kernels = {}
+    try:
+        yield
+    finally:
+        _FROZEN.kernels = previous
 
 
 @contextlib.contextmanager
 def frozen_kernels(
     model: keras.layers.Layer, kernels: Sequence[tf.Tensor | tf.Variable] | None = None
 ) -> Iterator[None]:
-    """Within the block, every weight-normalised layer of `model` uses one kernel tensor.
+    """Within the block, the foldable layers of `model` use one kernel tensor each.
 
-    A layer's effective kernel `g * v / ||v||` is otherwise recomputed at every call; in
-    a traced decoding loop that means once per generated position, for every layer
-    (the output projection alone is `out_embed_dim x vocabulary`). Entering computes each
-    kernel once, in the layer's compute dtype, where the block is traced (outside the
-    loop), or takes them from `kernels`; the layers use those tensors until the block
-    ends. For inference only: no gradient reaches `v` and `g` through them.
+    A weight-normalised layer's effective kernel `g * v / ||v||` is otherwise recomputed
+    at every call; in a traced decoding loop that means once per generated position,
+    for every layer. A decoder whose output projection is its token table would read
+    that table transposed at every step, which at a few rows costs twice a product in
+    order. Entering computes each kernel once (`fold_kernel()`: the effective kernel;
+    the table transposed), in the layer's compute dtype, where the block is traced
+    (outside the loop), or takes them from `kernels`; the layers use those tensors until
+    the block ends. For inference only: no gradient reaches the variables through them.
+    The kernels are this thread's: another thread tracing meanwhile is unaffected.
 
     Args:
-        model: A Keras layer or model; all its weight-normalised sublayers are frozen.
+        model: A Keras layer or model; all its foldable sublayers are frozen.
         kernels: Optional precomputed kernels (tensors or variables), as `fold_kernels`
             returns them; by default they are computed on entry.
 
@@ -59,24 +88,22 @@ def frozen_kernels(
     >>> output.tokens.shape[:2]
     TensorShape([1, 1])
     """
-    layers = weight_norm_layers(model)
-    for layer in layers:
-        layer.frozen_kernel = None
+    layers = foldable_layers(model)
     if kernels is None:
         kernels = fold_kernels(model)
     if len(kernels) != len(layers):
-        raise ValueError(
-            f"{len(kernels)} kernels given for {len(layers)} weight-normalised layers."
-        )
+        raise ValueError(f"{len(kernels)} kernels given for {len(layers)} foldable layers.")
+    frozen = {}
     for layer, kernel in zip(layers, kernels):
-        if tuple(kernel.shape) != tuple(layer.kernel_v.shape):
+        if tuple(kernel.shape) != tuple(layer.folded_kernel_shape):
             raise ValueError(
                 f"Kernel of shape {kernel.shape} given for {layer.name} of shape "
-                f"{layer.kernel_v.shape}."
+                f"{layer.folded_kernel_shape}."
             )
-        layer.frozen_kernel = tf.convert_to_tensor(kernel)
+        frozen[id(layer)] = tf.convert_to_tensor(kernel)
+    previous = getattr(_FROZEN, "kernels", {})
+    _FROZEN.kernels = {**previous, **frozen}
     try:
         yield
     finally:
-        for layer in layers:
-            layer.frozen_kernel = None
+        _FROZEN.kernels = previous

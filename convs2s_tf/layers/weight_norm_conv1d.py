@@ -8,6 +8,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.frozen_kernels import frozen_kernel_of
+
 _PADDINGS = ("same", "causal", "valid")
 
 
@@ -75,8 +77,6 @@ class WeightNormConv1D(keras.layers.Layer):
         self.padding = padding
         self.stddev = stddev
         self.use_bias = use_bias
-        # Set by `frozen_kernels` while a decoding loop is traced (see there).
-        self.frozen_kernel: tf.Tensor | None = None
 
     def build(self, input_shape: Sequence[Any]) -> None:
         input_dim = int(input_shape[-1])
@@ -104,12 +104,25 @@ class WeightNormConv1D(keras.layers.Layer):
             else None
         )
 
+    # `frozen_kernels` folds this layer's kernel once per decoding loop.
+    folds_kernel = True
+
+    @property
+    def folded_kernel_shape(self) -> tuple[int, ...]:
+        """The shape of `fold_kernel()`: the kernel's."""
+        return tuple(self.kernel_v.shape)
+
+    def fold_kernel(self) -> tf.Tensor:
+        """The effective kernel in the compute dtype (for `frozen_kernels`)."""
+        return tf.cast(self.kernel, self.compute_dtype)
+
     @property
     def kernel(self) -> tf.Tensor:
         """The effective kernel `g * v / ||v||`, shape `[width, in, filters]` (in the
         compute dtype, computed once, inside `frozen_kernels`)."""
-        if self.frozen_kernel is not None:
-            return self.frozen_kernel
+        frozen = frozen_kernel_of(self)
+        if frozen is not None:
+            return frozen
         v = tf.convert_to_tensor(self.kernel_v.value)
         norm = tf.norm(tf.reshape(v, [-1, self.filters]), axis=0)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / norm)

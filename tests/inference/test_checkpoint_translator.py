@@ -1,5 +1,5 @@
-"""The in-process translator's compiled buckets: compiled at load with warm-up, else
-graph mode only; the same translations as its graph-mode search either way."""
+"""The in-process translator's compiled buckets: compiled now with warm-up, else on a
+bucket's second batch; the same translations as its graph-mode search either way."""
 
 import pytest
 
@@ -31,18 +31,37 @@ def _assert_same(actual, expected):
             assert actual_score == pytest.approx(expected_score, abs=1e-4)
 
 
-def test_without_warm_up_every_batch_is_searched_in_graph_mode(inference, graph_translations):
+def test_a_bucket_compiles_on_its_second_batch_without_warm_up(inference, graph_translations):
     translator = inference.translator(warm_up=False)
     assert translator.warmup_seconds == 0.0
-    for _ in range(2):
-        _assert_same(translator.translate(TEXTS[:1]), graph_translations[1][0])
+    # A one-off small batch is searched in graph mode: nothing compiled.
+    _assert_same(translator.translate(TEXTS[:1]), graph_translations[1][0])
+    assert not translator._compiled_functions
+    # A batch above the buckets never compiles anything.
     translator.translate(TEXTS * 2)
-    assert translator._compiled is None
+    assert not translator._compiled_functions
+    # The bucket's second batch (here a 3-best one) runs compiled, with the same results.
+    _assert_same(translator.translate(TEXTS[:1], nbest=3), graph_translations[1][1])
+    assert translator._compiled_functions
+    # Another bucket (3 sentences pad to 4): graph mode first, compiled the second time.
+    for _ in range(2):
+        _assert_same(translator.translate(TEXTS[:3]), graph_translations[3][0])
+    assert translator._bucket_batches == {1: 2, 4: 2}
+
+
+def test_buckets_compile_while_another_thread_searches(inference, graph_translations):
+    # translate_all searches two batches at once, from two threads: here one thread
+    # traces the compiled search while the other traces or runs the graph-mode one.
+    translator = inference.translator(warm_up=False)
+    texts = [TEXTS[0]] * 6
+    expected = graph_translations[1][0][0][0][0]
+    assert translator.translate_all(texts, batch_size=1) == [expected] * 6
+    assert translator._compiled_functions
 
 
 def test_warm_up_compiles_every_bucket_at_load(inference, graph_translations):
     translator = inference.translator()
-    assert translator.warmup_seconds > 0.0 and translator._compiled is not None
+    assert translator.warmup_seconds > 0.0 and translator._compiled_functions
     for n, (best, nbest) in graph_translations.items():
         _assert_same(translator.translate(TEXTS[:n]), best)
         _assert_same(translator.translate(TEXTS[:n], nbest=3), nbest)
@@ -55,4 +74,4 @@ def test_a_bfloat16_search_never_compiles(tiny_run):
     translator = inference.translator()
     for _ in range(2):
         translator.translate(TEXTS[:1])
-    assert translator._compiled is None
+    assert not translator._compiled_functions

@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import WeightNormDense
+from convs2s_tf.layers.frozen_kernels import frozen_kernel_of
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -153,6 +154,26 @@ class ConvDecoder(ConvStack):
             bias = tf.zeros([self.vocab_size], tf.float32)
         return tf.cast(weights, self.compute_dtype), axis, tf.cast(bias, tf.float32)
 
+    @property
+    def folds_kernel(self) -> bool:
+        """Whether `frozen_kernels` folds a kernel of the decoder itself: its token table
+        when it is the output projection, transposed (`fold_kernel`)."""
+        return self.share_embeddings
+
+    @property
+    def folded_kernel_shape(self) -> tuple[int, ...]:
+        """The shape of `fold_kernel()`: `(out_embed_dim, vocab_size)`."""
+        return (self.out_embed_dim, self.vocab_size)
+
+    def fold_kernel(self) -> tf.Tensor:
+        """The shared output projection as `[out_embed_dim, vocab]` in the compute dtype.
+
+        A product with the `[vocab, out_embed_dim]` table itself reads it across its
+        rows; at a search step's few rows that took twice as long as the same product
+        in this order (docs/performance.md).
+        """
+        return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
+
     def _hidden(self, x, training):
         x = self.hidden_projection(x)
         return self.dropout_layer(x, training=training)
@@ -166,10 +187,13 @@ class ConvDecoder(ConvStack):
         if self.output_projection is not None:
             logits = self.output_projection(features)
         else:
-            table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-            logits = tf.matmul(features, table, transpose_b=True) + tf.cast(
-                self.output_bias, self.compute_dtype
-            )
+            bias = tf.cast(self.output_bias, self.compute_dtype)
+            folded = frozen_kernel_of(self)
+            if folded is not None:
+                logits = tf.matmul(features, folded) + bias
+            else:
+                table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
+                logits = tf.matmul(features, table, transpose_b=True) + bias
         # Softmax, loss and search run in float32 whatever the compute dtype.
         return tf.cast(logits, tf.float32)
 
