@@ -14,6 +14,7 @@ from convs2s_tf.export.translation_module import (
     TRANSLATE_SIGNATURE,
 )
 from convs2s_tf.inference import load_inference_model
+from convs2s_tf.layers.frozen_kernels import foldable_layers
 
 LINES = ["A man is riding a bicycle.", "Two dogs play in the snow.", "", "A girl smiles."]
 
@@ -50,9 +51,13 @@ def test_translate_evaluate_export_an_ensemble(tiny_run, small_prepared, tmp_pat
         IDS_SIGNATURE,
         ATTENTION_SIGNATURE,
     }
-    # Both members' variables are in the SavedModel (2 x the single model's).
+    # Both members' weights are in the SavedModel (2 x the single model's), each once:
+    # a folded kernel stands for the variables it replaces.
     single_model = load_inference_model(str(tiny_run)).model
-    assert len(loaded.model_variables) == 2 * len(single_model.variables)
+    foldable = foldable_layers(single_model)
+    replaced = sum(len(layer.folded_variables) for layer in foldable)
+    assert len(loaded.model_variables) == 2 * (len(single_model.variables) - replaced)
+    assert len(loaded.folded_kernels) == 2 * len(foldable)
     served = _run(["pipelines.translate", f"--saved_model={export_dir}", "--nbest=3"], stdin)
     served_rows = _nbest_rows(served.stdout)
     assert [row[:2] for row in served_rows] == [row[:2] for row in ensemble_rows]

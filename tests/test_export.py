@@ -25,8 +25,10 @@ from convs2s_tf.inference import (
     SavedModelTranslator,
     TokenIdsTranslator,
     UnsupportedRequestError,
+    load_inference_model,
     open_saved_model,
 )
+from convs2s_tf.layers.frozen_kernels import foldable_layers
 from convs2s_tf.runs import load_trained_model
 
 TEXTS = [
@@ -119,6 +121,23 @@ def test_export_layout_and_next_version(exported, tiny_run):
         + SEARCH_FLAGS
     )
     assert (exported / "2" / "saved_model.pb").exists()
+
+
+def test_the_export_stores_each_weight_once(exported, tiny_run):
+    stored = {
+        name: shape
+        for name, shape in tf.train.list_variables(str(exported / "1" / "variables" / "variables"))
+        if "OBJECT_GRAPH" not in name
+    }
+    assert all(name.startswith(("model_variables/", "folded_kernels/")) for name in stored)
+    model = load_inference_model(str(tiny_run)).model
+    foldable = foldable_layers(model)
+    replaced = {id(v) for layer in foldable for v in layer.folded_variables}
+    # Every weight but those a folded kernel stands for (v and g of each weight-normalised
+    # layer, a shared output table), and the folded kernels, once.
+    expected = sum(int(np.prod(v.shape)) for v in model.variables if id(v) not in replaced)
+    expected += sum(int(np.prod(layer.folded_kernel_shape)) for layer in foldable)
+    assert sum(int(np.prod(shape)) for shape in stored.values()) == expected
 
 
 def test_warmup_requests_follow_the_buckets():

@@ -12,6 +12,7 @@ from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search
 from convs2s_tf.decoding.beam_search import SearchOutput
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
 from convs2s_tf.layers import fold_kernels
+from convs2s_tf.layers.frozen_kernels import foldable_layers
 from convs2s_tf.shortlist.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -67,18 +68,22 @@ class TranslationModule(tf.Module):
         shortlist: Shortlist | None = None,
     ) -> None:
         super().__init__(name="convs2s_translator")
-        self.model = model
+        self._set_model(model)
         self.tokenizer = tokenizer
-        # Session-based loaders (TF Serving, saved_model_cli) only find variables reachable
-        # as tf.Variables; Keras 3 variables alone can go missing there.
-        self.model_variables = [variable.value for variable in model.variables]
-        # The weight-normalised kernels g * v / ||v||, folded once here rather than at
-        # every call: at batch 1 recomputing them would be a quarter of a translation. Build
-        # the module once the weights are final.
+        # The weight-normalised kernels g * v / ||v|| (and a shared output table,
+        # transposed), folded once here rather than at every call: at batch 1 recomputing
+        # them would be a quarter of a translation. Build the module once the weights are
+        # final.
         self.folded_kernels = [
             tf.Variable(kernel, trainable=False, name="folded_kernel")
             for kernel in fold_kernels(model)
         ]
+        # The model's other variables, as tf.Variables: session-based loaders (TF
+        # Serving, saved_model_cli) only find variables reachable as such. The ones the
+        # folded kernels stand for are never read by the signatures, so a SavedModel
+        # stores each weight once.
+        replaced = {id(v) for layer in foldable_layers(model) for v in layer.folded_variables}
+        self.model_variables = [v.value for v in model.variables if id(v) not in replaced]
         search_config = search_config or SearchConfig()
         self.search_config = search_config.validate(model.decoder.max_length)
         self.max_source_length = model.encoder.max_length
@@ -89,6 +94,12 @@ class TranslationModule(tf.Module):
             if buckets is not None
             else None
         )
+
+    @tf.__internal__.tracking.no_automatic_dependency_tracking
+    def _set_model(self, model: ConvS2S | Ensemble) -> None:
+        # Not a dependency of the module: a SavedModel would store the Keras model's
+        # variables a second time, beside `model_variables`.
+        self.model = model
 
     # ------------------------------------------------------------- helpers
     def _text_tokenizer(self) -> Tokenizer | VocabularyTokenizer:

@@ -73,6 +73,11 @@ class WeightNormDense(keras.layers.Layer):
         """The shape of `fold_kernel()`: the kernel's."""
         return tuple(self.kernel_v.shape)
 
+    @property
+    def folded_variables(self) -> list[keras.Variable]:
+        """The variables `fold_kernel()` stands for while frozen: `v` and `g`."""
+        return [self.kernel_v, self.kernel_g]
+
     def fold_kernel(self) -> tf.Tensor:
         """The effective kernel in the compute dtype (for `frozen_kernels`)."""
         return tf.cast(self.kernel, self.compute_dtype)

@@ -143,11 +143,14 @@ class ConvDecoder(ConvStack):
     def _projection_weights(self):
         """The vocabulary projection as `(weights, vocabulary_axis, bias)`: the kernel
         (`[out_embed_dim, vocab]`, axis 1) or, when shared, the token table (`[vocab,
-        out_embed_dim]`, axis 0) in the compute dtype, and the float32 bias (zeros if
-        none)."""
+        out_embed_dim]`, axis 0; inside `frozen_kernels` its folded transpose, axis 1) in
+        the compute dtype, and the float32 bias (zeros if none)."""
+        folded = frozen_kernel_of(self)
         if self.output_projection is not None:
             weights, axis = self.output_projection.kernel, 1
             bias = self.output_projection.bias
+        elif folded is not None:
+            weights, axis, bias = folded, 1, self.output_bias
         else:
             weights, axis, bias = self.token_embedding.embeddings, 0, self.output_bias
         if bias is None:
@@ -165,6 +168,12 @@ class ConvDecoder(ConvStack):
         """The shape of `fold_kernel()`: `(out_embed_dim, vocab_size)`."""
         return (self.out_embed_dim, self.vocab_size)
 
+    @property
+    def folded_variables(self) -> list[keras.Variable]:
+        """The variables `fold_kernel()` stands for while frozen: the token table (its
+        rows are then read from the folded transpose too)."""
+        return [self.token_embedding.embeddings]
+
     def fold_kernel(self) -> tf.Tensor:
         """The shared output projection as `[out_embed_dim, vocab]` in the compute dtype.
 
@@ -173,6 +182,16 @@ class ConvDecoder(ConvStack):
         in this order (docs/performance.md).
         """
         return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
+
+    def embed_tokens(self, tokens: tf.Tensor) -> tf.Tensor:
+        """The token embedding of `tokens`; inside `frozen_kernels`, a shared table's rows
+        are read from its folded transpose (an export then needs the table only once)."""
+        folded = frozen_kernel_of(self)
+        if folded is None:
+            return super().embed_tokens(tokens)
+        columns = tf.gather(folded, tokens, axis=1)  # [embed_dim, *tokens.shape]
+        rank = tokens.shape.rank
+        return tf.transpose(columns, list(range(1, rank + 1)) + [0])
 
     def _hidden(self, x, training):
         x = self.hidden_projection(x)
