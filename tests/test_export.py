@@ -134,7 +134,7 @@ def test_the_export_stores_each_weight_once(exported, tiny_run):
     foldable = foldable_layers(model)
     replaced = {id(v) for layer in foldable for v in layer.folded_variables}
     # Every weight but those a folded kernel stands for (v and g of each weight-normalised
-    # layer, a shared output table), and the folded kernels, once.
+    # layer), and the folded kernels, once.
     expected = sum(int(np.prod(v.shape)) for v in model.variables if id(v) not in replaced)
     expected += sum(int(np.prod(layer.folded_kernel_shape)) for layer in foldable)
     assert sum(int(np.prod(shape)) for shape in stored.values()) == expected

@@ -81,7 +81,8 @@ class TranslationModule(tf.Module):
         # The model's other variables, as tf.Variables: session-based loaders (TF
         # Serving, saved_model_cli) only find variables reachable as such. The ones the
         # folded kernels stand for are never read by the signatures, so a SavedModel
-        # stores each weight once.
+        # stores each weight once (a shared output table twice: by rows for the
+        # embedding, transposed for the projection).
         replaced = {id(v) for layer in foldable_layers(model) for v in layer.folded_variables}
         self.model_variables = [v.value for v in model.variables if id(v) not in replaced]
         search_config = search_config or SearchConfig()

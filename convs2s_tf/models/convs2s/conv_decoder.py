@@ -170,9 +170,10 @@ class ConvDecoder(ConvStack):
 
     @property
     def folded_variables(self) -> list[keras.Variable]:
-        """The variables `fold_kernel()` stands for while frozen: the token table (its
-        rows are then read from the folded transpose too)."""
-        return [self.token_embedding.embeddings]
+        """The variables `fold_kernel()` stands for while frozen: none, since the token
+        table is still read by rows, for the embedding (reading its rows from the
+        transpose would cost a strided gather of `embed_dim` values per token)."""
+        return []
 
     def fold_kernel(self) -> tf.Tensor:
         """The shared output projection as `[out_embed_dim, vocab]` in the compute dtype.
@@ -182,16 +183,6 @@ class ConvDecoder(ConvStack):
         in this order (docs/performance.md).
         """
         return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
-
-    def embed_tokens(self, tokens: tf.Tensor) -> tf.Tensor:
-        """The token embedding of `tokens`; inside `frozen_kernels`, a shared table's rows
-        are read from its folded transpose (an export then needs the table only once)."""
-        folded = frozen_kernel_of(self)
-        if folded is None:
-            return super().embed_tokens(tokens)
-        columns = tf.gather(folded, tokens, axis=1)  # [embed_dim, *tokens.shape]
-        rank = tokens.shape.rank
-        return tf.transpose(columns, list(range(1, rank + 1)) + [0])
 
     def _hidden(self, x, training):
         x = self.hidden_projection(x)

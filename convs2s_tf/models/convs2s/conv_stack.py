@@ -174,17 +174,13 @@ class ConvStack(keras.layers.Layer):
     ) -> tf.Tensor:
         """`e`: token plus position embedding (of incremental `step` if given), with
         dropout."""
-        embedded = self.embed_tokens(tokens)
+        embedded = self.token_embedding(tokens)
         if self.position_embedding is not None:
             if step is None:
                 embedded = embedded + self.position_embedding(tokens)
             else:
                 embedded = embedded + self.position_embedding.step_embedding(step)
         return self.dropout_layer(embedded, training=training)
-
-    def embed_tokens(self, tokens: tf.Tensor) -> tf.Tensor:
-        """The token embedding of `tokens` (`[..., ]` ids -> `[..., embed_dim]`)."""
-        return self.token_embedding(tokens)
 
     def run_blocks(
         self,
