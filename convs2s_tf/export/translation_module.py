@@ -55,8 +55,11 @@ class TranslationModule(tf.Module):
         shortlist: A `Shortlist` every batch is decoded against (its tables become
             variables of the module), or None: the whole vocabulary.
 
-    The weight-normalised kernels are folded (`g * v / ||v||`) into variables when the
-    module is built, so it translates with the weights the model had then.
+    The weight-normalised kernels are folded (`g * v / ||v||`, and a shared output
+    table transposed) into variables when the module is built, so it translates with the
+    weights the model had then. A SavedModel of the module stores those and the model's
+    other variables, each once; `v` and `g` are not stored (the run's checkpoints keep
+    them).
     """
 
     def __init__(
