@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
@@ -13,6 +14,36 @@ import tensorflow as tf
 # searches two batches at once from two threads, and each traces its own functions
 # (tensors of one function's graph must not leak into another's).
 _FROZEN = threading.local()
+
+
+class WeightNormFolding:
+    """What `frozen_kernels` asks of a weight-normalised layer (a mixin of
+    `WeightNormDense` and `WeightNormConv1D`, which define `kernel_v`, `kernel_g` and the
+    effective `kernel`): its kernel is folded once per decoding loop."""
+
+    folds_kernel = True
+
+    if TYPE_CHECKING:  # defined by the layers
+        kernel_v: keras.Variable
+        kernel_g: keras.Variable
+        compute_dtype: str
+
+        @property
+        def kernel(self) -> tf.Tensor: ...
+
+    @property
+    def folded_kernel_shape(self) -> tuple[int, ...]:
+        """The shape of `fold_kernel()`: the kernel's."""
+        return tuple(self.kernel_v.shape)
+
+    @property
+    def folded_variables(self) -> list[keras.Variable]:
+        """The variables `fold_kernel()` stands for while frozen: `v` and `g`."""
+        return [self.kernel_v, self.kernel_g]
+
+    def fold_kernel(self) -> tf.Tensor:
+        """The effective kernel in the compute dtype (for `frozen_kernels`)."""
+        return tf.cast(self.kernel, self.compute_dtype)
 
 
 def frozen_kernel_of(layer: keras.layers.Layer) -> tf.Tensor | None:
@@ -33,7 +64,7 @@ def foldable_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
 
 def weight_norm_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
     """The built weight-normalised layers of `model`, in a fixed order."""
-    return [layer for layer in foldable_layers(model) if hasattr(layer, "kernel_v")]
+    return [layer for layer in foldable_layers(model) if isinstance(layer, WeightNormFolding)]
 
 
 def fold_kernels(model: keras.layers.Layer) -> list[tf.Tensor]:

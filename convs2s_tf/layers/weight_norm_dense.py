@@ -8,11 +8,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.frozen_kernels import frozen_kernel_of
+from convs2s_tf.layers.frozen_kernels import WeightNormFolding, frozen_kernel_of
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class WeightNormDense(keras.layers.Layer):
+class WeightNormDense(WeightNormFolding, keras.layers.Layer):
     """A dense layer with weight normalisation (Salimans & Kingma, 2016).
 
     The effective kernel is `W = g * v / ||v||`, the norm taken per output unit over the
@@ -64,23 +64,6 @@ class WeightNormDense(keras.layers.Layer):
             if self.use_bias
             else None
         )
-
-    # `frozen_kernels` folds this layer's kernel once per decoding loop.
-    folds_kernel = True
-
-    @property
-    def folded_kernel_shape(self) -> tuple[int, ...]:
-        """The shape of `fold_kernel()`: the kernel's."""
-        return tuple(self.kernel_v.shape)
-
-    @property
-    def folded_variables(self) -> list[keras.Variable]:
-        """The variables `fold_kernel()` stands for while frozen: `v` and `g`."""
-        return [self.kernel_v, self.kernel_g]
-
-    def fold_kernel(self) -> tf.Tensor:
-        """The effective kernel in the compute dtype (for `frozen_kernels`)."""
-        return tf.cast(self.kernel, self.compute_dtype)
 
     @property
     def kernel(self) -> tf.Tensor:
