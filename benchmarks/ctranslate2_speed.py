@@ -22,6 +22,7 @@ import json  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
+from benchmarks.ctranslate2_text import TextTranslator  # noqa: E402
 from benchmarks.fresh_saved_model import time_translator  # noqa: E402
 
 flags.DEFINE_string("model", None, "A CTranslate2 model directory.", required=True)
@@ -35,27 +36,6 @@ flags.DEFINE_integer("beam_size", 5, "Beam size.")
 flags.DEFINE_integer("max_length", 200, "Most target pieces (fairseq's max_len_b).")
 flags.DEFINE_integer("threads", 2, "Threads of the one translation at a time.")
 FLAGS = flags.FLAGS
-
-
-class TextTranslator:
-    """Raw text to raw text through a `ctranslate2.Translator`, with the project's
-    translators' result shape (a list of (text, score) lists, best first)."""
-
-    def __init__(self, translator, processor):
-        self.translator = translator
-        self.processor = processor
-
-    def translate(self, texts):
-        results = self.translator.translate_batch(
-            self.processor.encode(texts, out_type=str),
-            beam_size=FLAGS.beam_size,
-            max_batch_size=FLAGS.batch_size,
-            max_decoding_length=FLAGS.max_length,
-            return_scores=True,
-        )
-        return [
-            [(self.processor.decode(result.hypotheses[0]), result.scores[0])] for result in results
-        ]
 
 
 def main(argv):
@@ -73,6 +53,9 @@ def main(argv):
             intra_threads=FLAGS.threads,
         ),
         spm.SentencePieceProcessor(model_file=FLAGS.sentencepiece_model),
+        beam_size=FLAGS.beam_size,
+        max_length=FLAGS.max_length,
+        batch_size=FLAGS.batch_size,
     )
     print(json.dumps(time_translator(translator, _START, imported, time.perf_counter())))
 

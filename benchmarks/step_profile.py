@@ -40,13 +40,12 @@ os.environ["XLA_FLAGS"] = f"{_XLA_FLAGS} --xla_dump_to={_DUMP_DIR} --xla_dump_hl
 
 import json  # noqa: E402
 import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
 from benchmarks import op_profile  # noqa: E402
+from benchmarks.run_files import export_default, test_sentences  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
@@ -57,38 +56,6 @@ flags.DEFINE_string(
     "trace_dir", None, "Keep the profiler traces here (TensorBoard's profile tab reads them)."
 )
 FLAGS = flags.FLAGS
-
-
-def _test_sentences(count):
-    from convs2s_tf.data.data_directory import PreparedData
-    from convs2s_tf.data.text_files import read_lines
-    from convs2s_tf.runs import RunDirectory, read_run_config
-
-    run_config = read_run_config(FLAGS.model_dir)
-    data_dir = RunDirectory(FLAGS.model_dir).data_dir(run_config)
-    if not data_dir:
-        raise app.UsageError(f"{FLAGS.model_dir} names no data_dir")
-    sources = read_lines(PreparedData.load(data_dir).split_paths("test")[0])
-    if len(sources) < count:
-        raise app.UsageError(f"the test split has {len(sources)} sentences, fewer than {count}")
-    return sources[:count]
-
-
-def _export(work_dir):
-    export_dir = os.path.join(work_dir, "saved_model")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.export",
-            f"--model_dir={FLAGS.model_dir}",
-            f"--export_dir={export_dir}",
-        ],
-        check=True,
-        cwd=ROOT,
-        env=dict(os.environ, XLA_FLAGS=_XLA_FLAGS),  # the export's modules are not dumped
-    )
-    return export_dir
 
 
 def _search_steps(inference, sentences):
@@ -128,7 +95,10 @@ def main(argv):
 
     from convs2s_tf.inference import load_inference_model, open_saved_model
 
-    sentences = _test_sentences(max(FLAGS.latency_sentences, FLAGS.batch_size))
+    try:
+        sentences = test_sentences(FLAGS.model_dir, max(FLAGS.latency_sentences, FLAGS.batch_size))
+    except ValueError as error:
+        raise app.UsageError(str(error))
     inference = load_inference_model(FLAGS.model_dir)
     steps = _search_steps(inference, sentences)
     batch1 = [[sentence] for sentence in sentences[: FLAGS.latency_sentences]]
@@ -137,7 +107,15 @@ def main(argv):
     batched_steps = [steps[: FLAGS.batch_size]]
     with tempfile.TemporaryDirectory() as work_dir:
         translators = {
-            "export": open_saved_model(FLAGS.saved_model or _export(work_dir)),
+            "export": open_saved_model(
+                FLAGS.saved_model
+                # The export's modules are not dumped.
+                or export_default(
+                    FLAGS.model_dir,
+                    os.path.join(work_dir, "saved_model"),
+                    env=dict(os.environ, XLA_FLAGS=_XLA_FLAGS),
+                )
+            ),
             "in_process": inference.translator(),
         }
         results = {}

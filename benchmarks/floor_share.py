@@ -1,0 +1,156 @@
+"""The share of the float32 floor each translator reaches, measured in alternation.
+
+    python -m benchmarks.floor_share --model_dir=runs/multi30k_en_de [--rounds=5] \\
+        [--saved_model=DIR] [--ctranslate2_model=DIR --ctranslate2_sentencepiece=SPM]
+
+On a host shared with others, the speed of this machine moves by up to half within an
+hour, and `benchmarks.compare_fairseq` times its floor minutes away from the searches it
+is set against. Here one process loads every translator first, then repeats rounds; each
+round times, one right after the other, the float32 floor with the beam selection
+(`benchmarks.float32_floor`, the steps counted once), and for each translator its batch-1
+latency over the first --latency_sentences test sentences and its throughput over all of
+them sorted by length in batches of --batch_size. A round's share is the floor's time
+over the translator's; the medians over rounds are what carries over.
+
+Each translator first translates one sentence and the longest batch, untimed (as an
+export's warm-up requests would). Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
+default export (--saved_model, or a new one written by `pipelines.export`), loaded with
+its warm-up as TF Serving loads it; and, with --ctranslate2_model, a CTranslate2 model
+(`benchmarks.compare_ctranslate2`'s Transformer), timed against the same floor: a model
+that beats this model's floor cannot be matched by any float32 search of this model.
+Ends with one JSON line.
+"""
+
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from absl import app, flags
+
+from benchmarks.fresh_saved_model import request_milliseconds, translate_in_batches
+from benchmarks.run_files import ROOT, export_default, test_sentences
+
+flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
+flags.DEFINE_string("saved_model", None, "Time this export instead of a new default one.")
+flags.DEFINE_integer("rounds", 5, "Rounds of alternation.")
+flags.DEFINE_integer("sentences", 0, "Use only the first N test sentences (0: all).")
+flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.")
+flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.")
+flags.DEFINE_string("ctranslate2_model", None, "Also time this CTranslate2 model.")
+flags.DEFINE_string("ctranslate2_sentencepiece", None, "Its SentencePiece model.")
+FLAGS = flags.FLAGS
+
+
+def _ctranslate2_translator():
+    import ctranslate2
+    import sentencepiece as spm
+
+    from benchmarks.ctranslate2_text import TextTranslator
+
+    return TextTranslator(
+        ctranslate2.Translator(
+            FLAGS.ctranslate2_model, device="cpu", inter_threads=1, intra_threads=os.cpu_count()
+        ),
+        spm.SentencePieceProcessor(model_file=FLAGS.ctranslate2_sentencepiece),
+        beam_size=5,
+        max_length=200,
+        batch_size=FLAGS.batch_size,
+    )
+
+
+def time_translator(translator, first, ordered):
+    """`(batch-1 ms a sentence over first, sentences/s over ordered, translations)`."""
+    milliseconds = statistics.fmean(request_milliseconds(translator, first))
+    start = time.perf_counter()
+    translations = translate_in_batches(translator, ordered, FLAGS.batch_size)
+    return milliseconds, len(ordered) / (time.perf_counter() - start), translations
+
+
+def shares(rounds, names):
+    """Per translator, the medians over `rounds` of its figures and of its shares of the
+    round's floor (`floor_selection_*`)."""
+    summary = {}
+    for name in names:
+        batch1 = [r[f"{name}_batch1_ms"] for r in rounds]
+        batch = [r[f"{name}_batch_sentences_per_sec"] for r in rounds]
+        summary[name] = {
+            "batch1_ms": round(statistics.median(batch1), 2),
+            "batch_sentences_per_sec": round(statistics.median(batch), 2),
+            "batch1_share": round(
+                statistics.median(
+                    r["floor_selection_batch1_ms"] / ms for r, ms in zip(rounds, batch1)
+                ),
+                3,
+            ),
+            "batch_share": round(
+                statistics.median(
+                    rate / r["floor_selection_batch_sentences_per_sec"]
+                    for r, rate in zip(rounds, batch)
+                ),
+                3,
+            ),
+        }
+    return summary
+
+
+def main(argv):
+    del argv
+    import tensorflow_text  # noqa: F401
+
+    from benchmarks.float32_floor import sentence_steps, timed_floors
+    from convs2s_tf.inference import load_inference_model, open_saved_model
+
+    try:
+        sources = test_sentences(FLAGS.model_dir, FLAGS.sentences or None)
+    except ValueError as error:
+        raise app.UsageError(str(error))
+    if FLAGS.ctranslate2_model and not FLAGS.ctranslate2_sentencepiece:
+        raise app.UsageError("--ctranslate2_model needs --ctranslate2_sentencepiece.")
+    first = sources[: FLAGS.latency_sentences]
+    ordered = sorted(sources, key=len)
+    inference = load_inference_model(FLAGS.model_dir)
+    beam = inference.search_config.beam_size
+    # In corpus order: the first ones are the batch-1 floor's sentences.
+    steps = sentence_steps(inference.model, inference.tokenizer, sources, inference.search_config)
+    with tempfile.TemporaryDirectory() as work_dir:
+        saved_model = FLAGS.saved_model or export_default(
+            FLAGS.model_dir, os.path.join(work_dir, "saved_model")
+        )
+        translators = {
+            "in_process": inference.translator(),
+            "export": open_saved_model(saved_model),
+        }
+        if FLAGS.ctranslate2_model:
+            translators["ctranslate2"] = _ctranslate2_translator()
+        for translator in translators.values():
+            # Untimed, as an export's warm-up: a compiled bucket and the graph path.
+            translator.translate(first[:1])
+            translator.translate(ordered[-FLAGS.batch_size :])
+        rounds, outputs = [], {}
+        for index in range(FLAGS.rounds):
+            figures = timed_floors(inference.model, *steps, len(first), FLAGS.batch_size, beam)
+            for name, translator in translators.items():
+                ms, rate, outputs[name] = time_translator(translator, first, ordered)
+                figures[f"{name}_batch1_ms"] = round(ms, 2)
+                figures[f"{name}_batch_sentences_per_sec"] = round(rate, 2)
+            print(f"round {index + 1}: {json.dumps(figures)}", flush=True)
+            rounds.append(figures)
+    summary = shares(rounds, translators)
+    summary["identical_in_process_export"] = sum(
+        a == b for a, b in zip(outputs["in_process"], outputs["export"])
+    )
+    summary["sentences"] = len(ordered)
+    for name in translators:
+        figures = summary[name]
+        print(
+            f"{name}: batch 1 {figures['batch1_ms']:.2f} ms ({figures['batch1_share']:.0%} of "
+            f"the floor), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
+            f"sentences/s ({figures['batch_share']:.0%}), medians of {len(rounds)} rounds"
+        )
+    print(json.dumps({"rounds": rounds, "summary": summary}))
+
+
+if __name__ == "__main__":
+    app.run(main)
