@@ -12,12 +12,13 @@ latency over the first --latency_sentences test sentences and its throughput ove
 them sorted by length in batches of --batch_size. A round's share is the floor's time
 over the translator's; the medians over rounds are what carries over.
 
-Each translator first translates one sentence and the longest batch, untimed (as an
-export's warm-up requests would). Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
+Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with
 its warm-up as TF Serving loads it; and, with --ctranslate2_model, a CTranslate2 model
 (`benchmarks.compare_ctranslate2`'s Transformer), timed against the same floor: a model
 that beats this model's floor cannot be matched by any float32 search of this model.
+Each first translates one sentence and the longest batch, untimed (as an export's
+warm-up requests do).
 Ends with one JSON line.
 """
 
