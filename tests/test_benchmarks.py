@@ -15,7 +15,7 @@ from helpers.corpora import (
     write_multi30k_split,
 )
 
-from benchmarks import train_profile
+from benchmarks import floor_share, train_profile
 
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
@@ -188,6 +188,62 @@ def test_step_profile(short_run):
         # gathers can round to 0 us a step).
         for part in ("products", "selection"):
             assert parts[part] > 0, (name, part, parts)
+
+
+def test_floor_share(short_run):
+    # Without --saved_model: the benchmark writes the run's default export.
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.floor_share",
+            f"--model_dir={short_run}",
+            "--rounds=2",
+            "--latency_sentences=2",
+            "--batch_size=4",
+        ]
+    )
+    assert len(line["rounds"]) == 2
+    summary = line["summary"]
+    assert summary["sentences"] == SENTENCES
+    # The two translators run the same search.
+    assert summary["identical_in_process_export"] == SENTENCES
+    for name in ("in_process", "export"):
+        for key in ("batch1_ms", "batch_sentences_per_sec", "batch1_share", "batch_share"):
+            assert summary[name][key] > 0, (name, key)
+
+
+def test_floor_share_needs_the_ctranslate2_pieces(short_run):
+    result = run_python(
+        [
+            "-m",
+            "benchmarks.floor_share",
+            f"--model_dir={short_run}",
+            "--ctranslate2_model=/nonexistent",
+        ],
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "--ctranslate2_sentencepiece" in result.stderr
+
+
+def test_floor_shares_are_medians_of_each_rounds_ratio():
+    rounds = [
+        {
+            "floor_selection_batch1_ms": floor_ms,
+            "floor_selection_batch_sentences_per_sec": floor_rate,
+            "a_batch1_ms": ms,
+            "a_batch_sentences_per_sec": rate,
+        }
+        for floor_ms, floor_rate, ms, rate in (
+            (10, 200, 20, 100),
+            (5, 400, 20, 100),
+            (8, 100, 10, 90),
+        )
+    ]
+    summary = floor_share.shares(rounds, ["a"])["a"]
+    assert summary["batch1_ms"] == 20 and summary["batch_sentences_per_sec"] == 100
+    # Per round 0.5, 0.25 and 0.8 of the floor's time; 0.5, 0.25 and 0.9 of its rate.
+    assert summary["batch1_share"] == 0.5 and summary["batch_share"] == 0.5
 
 
 def test_shortlist_sizes(short_run):
