@@ -46,6 +46,45 @@ class WeightNormFolding:
         return tf.cast(self.kernel, self.compute_dtype)
 
 
+class TiedTableFolding:
+    """What `frozen_kernels` asks of a decoder whose output projection is its token table
+    (a mixin of `ConvDecoder` and `PoseNetDecoder`, which define `output_table_is_tied`
+    and `token_embedding`): the table is folded once per decoding loop, transposed.
+
+    A product with the `[vocab, dim]` table itself reads it across its rows; at a search
+    step's few rows that took twice as long as the same product with the weights stored
+    `[dim, vocab]` (docs/performance.md).
+    """
+
+    if TYPE_CHECKING:  # defined by the decoders
+        token_embedding: keras.layers.Embedding
+        compute_dtype: str
+
+        @property
+        def output_table_is_tied(self) -> bool: ...
+
+    @property
+    def folds_kernel(self) -> bool:
+        """Whether `frozen_kernels` folds the token table (when it is the projection)."""
+        return self.output_table_is_tied
+
+    @property
+    def folded_kernel_shape(self) -> tuple[int, ...]:
+        """The shape of `fold_kernel()`: `(dim, vocab)`."""
+        vocab, dim = self.token_embedding.embeddings.shape
+        return (dim, vocab)
+
+    @property
+    def folded_variables(self) -> list[keras.Variable]:
+        """None: the token table is still read by rows, for the embedding (reading its
+        rows from the transpose would cost a strided gather of `dim` values per token)."""
+        return []
+
+    def fold_kernel(self) -> tf.Tensor:
+        """The output projection as `[dim, vocab]` in the compute dtype."""
+        return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
+
+
 def frozen_kernel_of(layer: keras.layers.Layer) -> tf.Tensor | None:
     """The kernel `frozen_kernels` holds for `layer` in this thread, or None."""
     return getattr(_FROZEN, "kernels", {}).get(id(layer))

@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import WeightNormDense
-from convs2s_tf.layers.frozen_kernels import frozen_kernel_of
+from convs2s_tf.layers.frozen_kernels import TiedTableFolding, frozen_kernel_of
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -18,7 +18,7 @@ from convs2s_tf.vocabulary import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class ConvDecoder(ConvStack):
+class ConvDecoder(TiedTableFolding, ConvStack):
     """The ConvS2S decoder: causal gated convolutions with multi-step attention.
 
     Follows the design document: `g` = token + position embedding with dropout (kept
@@ -158,31 +158,9 @@ class ConvDecoder(ConvStack):
         return tf.cast(weights, self.compute_dtype), axis, tf.cast(bias, tf.float32)
 
     @property
-    def folds_kernel(self) -> bool:
-        """Whether `frozen_kernels` folds a kernel of the decoder itself: its token table
-        when it is the output projection, transposed (`fold_kernel`)."""
+    def output_table_is_tied(self) -> bool:
+        """Whether the token table is also the output projection (`TiedTableFolding`)."""
         return self.share_embeddings
-
-    @property
-    def folded_kernel_shape(self) -> tuple[int, ...]:
-        """The shape of `fold_kernel()`: `(out_embed_dim, vocab_size)`."""
-        return (self.out_embed_dim, self.vocab_size)
-
-    @property
-    def folded_variables(self) -> list[keras.Variable]:
-        """The variables `fold_kernel()` stands for while frozen: none, since the token
-        table is still read by rows, for the embedding (reading its rows from the
-        transpose would cost a strided gather of `embed_dim` values per token)."""
-        return []
-
-    def fold_kernel(self) -> tf.Tensor:
-        """The shared output projection as `[out_embed_dim, vocab]` in the compute dtype.
-
-        A product with the `[vocab, out_embed_dim]` table itself reads it across its
-        rows; at a search step's few rows that took twice as long as the same product
-        in this order (docs/performance.md).
-        """
-        return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
 
     def _hidden(self, x, training):
         x = self.hidden_projection(x)

@@ -18,6 +18,7 @@ from convs2s_tf.layers import (
     ResidualNorm,
     SinusoidalTiming,
 )
+from convs2s_tf.layers.frozen_kernels import TiedTableFolding, frozen_kernel_of
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
@@ -68,7 +69,7 @@ class DecoderLayer:
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class PoseNetDecoder(keras.layers.Layer):
+class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
     """The decoder of PoseNet (section 4 of the paper), SliceNet's boxes filling its gaps.
 
     The decoder input (`</s>`, then the target shifted right) is embedded and scaled by
@@ -269,10 +270,20 @@ class PoseNetDecoder(keras.layers.Layer):
             return self.output_logits(features), attention
         return self.output_logits(self.features(target_input, encoder_output, training))
 
+    @property
+    def output_table_is_tied(self) -> bool:
+        """Always: the token table is the output projection (`TiedTableFolding`)."""
+        return True
+
     def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """`(features x token table^T, float32 bias)`: the loss adds the bias itself."""
+        """`(features x token table^T, float32 bias)`: the loss adds the bias itself.
+        Inside `frozen_kernels` the table's folded transpose is read, in order."""
+        bias = tf.cast(self.output_bias, tf.float32)
+        folded = frozen_kernel_of(self)
+        if folded is not None:
+            return tf.matmul(features, folded), bias
         table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-        return tf.matmul(features, table, transpose_b=True), tf.cast(self.output_bias, tf.float32)
+        return tf.matmul(features, table, transpose_b=True), bias
 
     def output_logits(self, features: tf.Tensor) -> tf.Tensor:
         """Float32 logits of `[..., hidden_dim]` features (the tied projection and bias)."""
