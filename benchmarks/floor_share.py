@@ -44,7 +44,9 @@ flags.DEFINE_string("ctranslate2_sentencepiece", None, "Its SentencePiece model.
 FLAGS = flags.FLAGS
 
 
-def _ctranslate2_translator():
+def _ctranslate2_translator(search_config):
+    """The CTranslate2 model of the flags, searching with `search_config`'s beam and
+    longest output (fairseq's max_len_b), as this model's translators do."""
     import ctranslate2
     import sentencepiece as spm
 
@@ -55,13 +57,13 @@ def _ctranslate2_translator():
             FLAGS.ctranslate2_model, device="cpu", inter_threads=1, intra_threads=os.cpu_count()
         ),
         spm.SentencePieceProcessor(model_file=FLAGS.ctranslate2_sentencepiece),
-        beam_size=5,
-        max_length=200,
+        beam_size=search_config.beam_size,
+        max_length=search_config.max_len_b,
         batch_size=FLAGS.batch_size,
     )
 
 
-def time_translator(translator, first, ordered):
+def _time(translator, first, ordered):
     """`(batch-1 ms a sentence over first, sentences/s over ordered, translations)`."""
     milliseconds = statistics.fmean(request_milliseconds(translator, first))
     start = time.perf_counter()
@@ -124,7 +126,7 @@ def main(argv):
             "export": open_saved_model(saved_model),
         }
         if FLAGS.ctranslate2_model:
-            translators["ctranslate2"] = _ctranslate2_translator()
+            translators["ctranslate2"] = _ctranslate2_translator(inference.search_config)
         for translator in translators.values():
             # Untimed, as an export's warm-up: a compiled bucket and the graph path.
             translator.translate(first[:1])
@@ -133,7 +135,7 @@ def main(argv):
         for index in range(FLAGS.rounds):
             figures = timed_floors(inference.model, *steps, len(first), FLAGS.batch_size, beam)
             for name, translator in translators.items():
-                ms, rate, outputs[name] = time_translator(translator, first, ordered)
+                ms, rate, outputs[name] = _time(translator, first, ordered)
                 figures[f"{name}_batch1_ms"] = round(ms, 2)
                 figures[f"{name}_batch_sentences_per_sec"] = round(rate, 2)
             print(f"round {index + 1}: {json.dumps(figures)}", flush=True)

@@ -45,9 +45,8 @@ import time  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from benchmarks import op_profile  # noqa: E402
-from benchmarks.run_files import export_default, test_sentences  # noqa: E402
+from benchmarks.run_files import ROOT, export_default, test_sentences  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_string("saved_model", None, "Profile this export instead of a new one.")
 flags.DEFINE_integer("latency_sentences", 20, "Test sentences sent one at a time.")
