@@ -207,7 +207,8 @@ def checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):
 
 def _initial_state(model, constants, source, max_lengths, max_steps):
     """The `BeamState` before the first step: the source encoded, the caches empty."""
-    # Token histories are buffers of a fixed width (step t writes column t).
+    # Finished histories are buffers of a fixed width (step t writes column t); a
+    # compiled step's fixed shapes make the continuing ones so too, otherwise they grow.
     history_width = max_steps
     if constants.xla:
         source = _pad_columns(source, XLA_SOURCE_MULTIPLE, model.decoder.pad_id)
@@ -221,6 +222,7 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
         ),
         width=history_width,
         source_length=tf.shape(source)[1],
+        growing=constants.drop_finished,
     )
 
 

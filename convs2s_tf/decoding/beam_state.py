@@ -50,7 +50,8 @@ Fields:
     last_tokens: `[active * k]` int32, each hypothesis' last token (`</s>` at first).
     alive_scores: `[active, k]` float32 cumulative log-probabilities of the continuing
         hypotheses, -inf for none (at first only one copy of each beam is alive).
-    alive_tokens: `[active, k, width]` int32 their tokens, then `<pad>`.
+    alive_tokens: `[active, k, width]` int32 their tokens, then `<pad>` (`[active, k,
+        step]`, their tokens alone, when the histories grow).
     finished_count: `[active]` int32 finished hypotheses (at most `k`).
     finished: `FinishedHypotheses` of every sentence.
     alive_attention: `[active, k, step, source]` float32 attention of the continuing
@@ -59,7 +60,9 @@ Fields:
 """
 
 
-def initial_beam_state(beam_size, encoder_output, max_lengths, cache, width, source_length):
+def initial_beam_state(
+    beam_size, encoder_output, max_lengths, cache, width, source_length, growing=False
+):
     """The state before the first step.
 
     Args:
@@ -69,6 +72,8 @@ def initial_beam_state(beam_size, encoder_output, max_lengths, cache, width, sou
         cache: The decoder's initial incremental state for `batch * k` hypotheses.
         width: Columns of the token histories (at least the longest output).
         source_length: Source positions of the attention histories.
+        growing: Whether the continuing hypotheses' histories start empty and grow by a
+            column a step (`record_growing`) rather than fill `width` columns.
 
     Returns:
         A `BeamState`.
@@ -84,7 +89,7 @@ def initial_beam_state(beam_size, encoder_output, max_lengths, cache, width, sou
         cache=cache,
         last_tokens=tf.fill([batch_size * beam_size], EOS_ID),
         alive_scores=tf.tile(first_beam_only, [batch_size, 1]),
-        alive_tokens=tf.fill([batch_size, beam_size, width], PAD_ID),
+        alive_tokens=tf.fill([batch_size, beam_size, 0 if growing else width], PAD_ID),
         finished_count=tf.zeros([batch_size], tf.int32),
         finished=FinishedHypotheses(
             tokens=tf.fill([batch_size, beam_size, width], PAD_ID),

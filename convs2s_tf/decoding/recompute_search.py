@@ -54,6 +54,7 @@ def recompute_beam_search(model, source, search_config):
             cache=(),
             width=max_steps,
             source_length=tf.shape(source)[1],
+            growing=constants.drop_finished,
         )
 
         def body(state):

@@ -16,7 +16,8 @@ from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 
 def record(selection, step, alive_tokens, finished):
-    """The token histories after a step, in their fixed-width buffers.
+    """The token histories after a step, in their fixed-width buffers (a compiled
+    search's fixed shapes; `record_growing` is the graph path's).
 
     Filled finished slots get their beam's history and `</s>` at column `step`,
     continuing hypotheses theirs and their new token. Columns after a hypothesis' last
@@ -47,6 +48,55 @@ def record(selection, step, alive_tokens, finished):
         lengths=tf.where(filled, step + 1, finished.lengths),
     )
     return extend(selection.alive_beams, selection.next_tokens), finished
+
+
+def record_growing(selection, step, alive_tokens, finished, sentence_ids):
+    """`record` for a search whose done sentences leave (graph mode): the continuing
+    histories hold just their `step` tokens and grow by one column, and the batch's
+    finished store is written only in the sentences whose slots the step fills.
+
+    Both keep a step's cost to what it adds (fixed-width buffers would be rewritten
+    whole at every step).
+
+    Args:
+        selection: The step's `Selection`.
+        step: Scalar int32, the tokens each hypothesis held before the step.
+        alive_tokens: `[active, k, step]` int32 continuing hypotheses' tokens.
+        finished: `FinishedHypotheses` of every sentence of the batch.
+        sentence_ids: `[active]` int32, each active sentence's row in `finished`.
+
+    Returns:
+        `(alive_tokens, finished)` after the step, `alive_tokens` `step + 1` wide.
+    """
+
+    def extend(histories, beams, last_tokens):
+        gathered = tf.gather(histories, beams, batch_dims=1)
+        return tf.concat([gathered, last_tokens[:, :, None]], axis=2)
+
+    filling = tf.reshape(tf.where(tf.reduce_any(selection.slot_filled, axis=1)), [-1])
+    filling = tf.cast(filling, tf.int32)
+    filled = tf.gather(selection.slot_filled, filling)
+    eos = tf.fill(tf.shape(filled), EOS_ID)
+    ended = extend(
+        tf.gather(alive_tokens, filling), tf.gather(selection.finish_beams, filling), eos
+    )
+    columns_after = tf.shape(finished.tokens)[2] - step - 1
+    ended = tf.pad(ended, [[0, 0], [0, 0], [0, columns_after]], constant_values=PAD_ID)
+    rows = tf.gather(sentence_ids, filling)
+    finished = FinishedHypotheses(
+        tokens=_update_rows(finished.tokens, rows, filled, ended, whole_batch=False),
+        scores=_update_rows(
+            finished.scores,
+            rows,
+            filled,
+            tf.gather(selection.finish_scores, filling),
+            whole_batch=False,
+        ),
+        lengths=_update_rows(
+            finished.lengths, rows, filled, tf.fill(tf.shape(filled), step + 1), whole_batch=False
+        ),
+    )
+    return extend(alive_tokens, selection.alive_beams, selection.next_tokens), finished
 
 
 def reorder_cache(cache, beams, rows, beam_size):
@@ -82,18 +132,12 @@ def apply_selection(constants, state, selection, cache):
         The `BeamState` after the step, its `step`, attention histories and active
         sentences unchanged.
     """
-    finished = state.finished
     if constants.drop_finished:
-        # Only the active sentences' rows of the whole batch's finished hypotheses.
-        finished = FinishedHypotheses(*(tf.gather(t, state.sentence_ids) for t in finished))
-    alive_tokens, finished = record(selection, state.step, state.alive_tokens, finished)
-    if constants.drop_finished:
-        finished = FinishedHypotheses(
-            *(
-                tf.tensor_scatter_nd_update(store, state.sentence_ids[:, None], rows)
-                for store, rows in zip(state.finished, finished)
-            )
+        alive_tokens, finished = record_growing(
+            selection, state.step, state.alive_tokens, state.finished, state.sentence_ids
         )
+    else:
+        alive_tokens, finished = record(selection, state.step, state.alive_tokens, state.finished)
     return state._replace(
         cache=cache,
         last_tokens=tf.reshape(selection.next_tokens, [-1]),

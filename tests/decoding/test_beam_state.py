@@ -12,7 +12,7 @@ from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 NEG_INF = float("-inf")
 
 
-def two_sentence_state(beam_size=3):
+def two_sentence_state(beam_size=3, growing=False):
     encoder_output = EncoderOutput(
         keys=tf.zeros([2, 4, 8]), values=tf.zeros([2, 4, 8]), source_mask=tf.ones([2, 4], tf.bool)
     )
@@ -23,6 +23,7 @@ def two_sentence_state(beam_size=3):
         cache=(tf.zeros([2 * beam_size, 2, 8]),),
         width=8,
         source_length=4,
+        growing=growing,
     )
 
 
@@ -40,6 +41,12 @@ def test_initial_state_has_one_live_beam_per_sentence_and_empty_slots():
     assert state.finished.lengths.numpy().tolist() == [[0, 0, 0]] * 2
     assert state.alive_attention.shape == (2, 3, 0, 4)
     assert state.finished_attention.shape == (2, 3, 0, 4)
+
+
+def test_growing_histories_start_empty_beside_a_full_width_finished_store():
+    state = two_sentence_state(growing=True)
+    assert state.alive_tokens.shape == (2, 3, 0)
+    assert state.finished.tokens.shape == (2, 3, 8)
 
 
 @pytest.mark.parametrize("xla", [False, True])

@@ -11,6 +11,7 @@ from convs2s_tf.decoding.search_step import (
     drop_finished_sentences,
     record,
     record_attention,
+    record_growing,
     reorder_cache,
     search_step_function,
 )
@@ -60,6 +61,35 @@ def test_record_extends_the_chosen_histories():
     assert finished.lengths.numpy().tolist() == [[2, 3]]
 
 
+def test_record_growing_extends_the_histories_and_writes_only_filled_sentences():
+    # Step 2 of active sentences 2 and 0 of a batch of 3 (k = 2): histories 2 wide.
+    # Only the first active sentence (row 2) fills a slot: slot 1, from its beam 0.
+    alive_tokens = tf.constant([[[4, 5], [6, 7]], [[8, 9], [10, 11]]])
+    finished = finished_of(
+        [[[P] * 5] * 2, [[P] * 5] * 2, [[4, EOS, P, P, P], [P] * 5]],
+        [[-np.inf] * 2, [-np.inf] * 2, [-0.3, -np.inf]],
+        [[0, 0], [0, 0], [2, 0]],
+    )
+    selection = make_selection(
+        alive_beams=[[1, 1], [0, 1]],
+        next_tokens=[[8, 9], [12, 13]],
+        slot_filled=[[False, True], [False, False]],
+        finish_beams=[[0, 0], [1, 1]],
+        finish_scores=[[0.0, -0.5], [-9.0, -9.0]],
+    )
+    alive_tokens, after = record_growing(
+        selection, tf.constant(2), alive_tokens, finished, tf.constant([2, 0])
+    )
+    assert alive_tokens.numpy().tolist() == [[[6, 7, 8], [6, 7, 9]], [[8, 9, 12], [10, 11, 13]]]
+    assert after.tokens.numpy()[2].tolist() == [[4, EOS, P, P, P], [4, 5, EOS, P, P]]
+    np.testing.assert_array_equal(after.scores.numpy()[2], np.float32([-0.3, -0.5]))
+    assert after.lengths.numpy()[2].tolist() == [2, 3]
+    # The other sentences' slots are untouched.
+    for row in (0, 1):
+        assert after.tokens.numpy()[row].tolist() == [[P] * 5] * 2
+        assert after.lengths.numpy()[row].tolist() == [0, 0]
+
+
 def test_reorder_cache_gathers_the_extended_beams_of_the_kept_sentences():
     # Three sentences of k = 2 hypotheses; each row of a window holds its index.
     cache = (
@@ -72,8 +102,9 @@ def test_reorder_cache_gathers_the_extended_beams_of_the_kept_sentences():
     assert reordered[0].shape == (4, 2, 3) and reordered[1].shape == (4, 1, 5)
 
 
-def hand_made_state(sentence_ids, batch_size, k=2, width=4, source_length=3, step=1):
-    """A `BeamState` of active sentences `sentence_ids` out of `batch_size`."""
+def hand_made_state(sentence_ids, batch_size, k=2, width=4, source_length=3, step=1, growing=False):
+    """A `BeamState` of active sentences `sentence_ids` out of `batch_size` (continuing
+    histories `step` wide when `growing`, else `width`)."""
     active = len(sentence_ids)
     rows = tf.cast(tf.constant(sentence_ids), tf.float32)
     return BeamState(
@@ -88,7 +119,7 @@ def hand_made_state(sentence_ids, batch_size, k=2, width=4, source_length=3, ste
         cache=(tf.reshape(tf.range(float(active * k)), [active * k, 1, 1]),),
         last_tokens=tf.fill([active * k], 4),
         alive_scores=tf.fill([active, k], -1.0),
-        alive_tokens=tf.fill([active, k, width], 4),
+        alive_tokens=tf.fill([active, k, step if growing else width], 4),
         finished_count=tf.zeros([active], tf.int32),
         finished=FinishedHypotheses(
             tokens=tf.fill([batch_size, k, width], P),
@@ -105,7 +136,7 @@ def test_apply_selection_writes_only_the_active_sentences(xla):
     constants = StepConstants(beam_size=2, vocab_size=9, xla=xla)
     # Sentence 1 of 2 is active (all are, in a compiled step's fixed shapes).
     sentence_ids = [0, 1] if xla else [1]
-    state = hand_made_state(sentence_ids, batch_size=2)
+    state = hand_made_state(sentence_ids, batch_size=2, growing=not xla)
     selection = make_selection(
         alive_scores=[[-1.5, -2.5]] * len(sentence_ids),
         alive_beams=[[1, 0]] * len(sentence_ids),
@@ -118,7 +149,8 @@ def test_apply_selection_writes_only_the_active_sentences(xla):
     after = apply_selection(constants, state, selection, cache=("new cache",))
     assert after.cache == ("new cache",)
     assert after.last_tokens.numpy().tolist() == [5, 6] * len(sentence_ids)
-    assert after.alive_tokens.numpy()[-1].tolist() == [[4, 5, P, P], [4, 6, P, P]]
+    padding = [P, P] if xla else []
+    assert after.alive_tokens.numpy()[-1].tolist() == [[4, 5] + padding, [4, 6] + padding]
     np.testing.assert_array_equal(after.alive_scores.numpy()[-1], [-1.5, -2.5])
     assert after.finished_count.numpy().tolist() == [1] * len(sentence_ids)
     # The whole batch's finished store: sentence 1 got slot 0.
@@ -186,14 +218,16 @@ def test_first_step_extends_the_first_beam_only_and_compiles_the_same():
             cache=model.decoder.initial_state(6),
             width=7,
             source_length=4,
+            growing=constants.drop_finished,
         )
         after, selection, attention = search_step_function(model.decoder, constants)(state)
         results[xla] = after, selection, attention
         # Only the first copy of each beam was alive: every hypothesis extends it.
         assert selection.alive_beams.numpy().tolist() == [[0, 0, 0]] * 2
-        assert after.alive_tokens.numpy()[:, :, 1:].tolist() == [[[P] * 6] * 3] * 2
+        assert after.alive_tokens.shape[2] == (7 if xla else 1)
+        assert after.alive_tokens.numpy()[:, :, 1:].tolist() == [[[P] * 6 if xla else []] * 3] * 2
         assert attention.shape == (6, 4)
         assert after.alive_attention is state.alive_attention
     eager, compiled = results[False], results[True]
-    np.testing.assert_array_equal(eager[0].alive_tokens, compiled[0].alive_tokens)
+    np.testing.assert_array_equal(eager[0].alive_tokens, compiled[0].alive_tokens[:, :, :1])
     np.testing.assert_allclose(eager[0].alive_scores, compiled[0].alive_scores, atol=1e-5)
