@@ -24,6 +24,11 @@ added to its hypothesis score, then the best `2 x beam_size` of each sentence. I
 timed the same way, at 1 sentence and at N, fastest of XLA and graph kernels. It follows
 the last product and the next step's products follow it, so the two add up.
 
+A third bound, for batches sent as `floor_share` sends them, times each step's decoder
+products at the rows that step has (`active_rows`): a search that drops finished
+sentences, as fairseq's and this project's do, multiplies fewer rows as a batch goes on,
+and small products run below the peak rate the batch-N bound assumes.
+
 A sentence's steps are those of this project's beam search, which equal fairseq's (the
 translations are identical): the length of the longest of its `beam_size` finished
 hypotheses.
@@ -201,6 +206,37 @@ def search_flops(model, steps, source_lengths, beam_size):
     return encoder, encoder + beam_size * np.asarray(steps) * row_step
 
 
+def active_rows(steps, batches, beam):
+    """The rows of each step of each batch's search (`beam` per sentence still searched;
+    a sentence of `s` steps takes part in steps `0..s-1`), all batches' steps in turn.
+
+    Args:
+        steps: `[sentences]` steps of each sentence's search (`sentence_steps`).
+        batches: Lists of sentence indices, one per batch (every sentence in one).
+        beam: Rows per sentence.
+    """
+    rows = []
+    for batch in batches:
+        batch_steps = np.asarray(steps)[list(batch)]
+        rows += [beam * int(np.sum(batch_steps > t)) for t in range(int(batch_steps.max()))]
+    return np.array(rows)
+
+
+def row_products_seconds(decoder, rows):
+    """Seconds of one step's products at each of `rows` row counts: timed (the faster of
+    XLA and graph mode) at the multiples of the smallest by powers of two up to the
+    largest, and interpolated between them."""
+    grid, count = [], int(np.min(rows))
+    while count < np.max(rows):
+        grid.append(count)
+        count *= 2
+    grid.append(int(np.max(rows)))
+    timed = [
+        min(step_product_seconds(decoder, count, xla) for xla in (True, False)) for count in grid
+    ]
+    return np.interp(rows, grid, timed)
+
+
 def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_config):
     """The float32 floors of batch 1 (ms per sentence over the first `latency_sentences`)
     and of batches of `batch_size` (sentences per second over all `sentences`): of the
@@ -215,9 +251,17 @@ def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_co
     )
 
 
-def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, beam):
+def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, beam, batches=None):
     """`floors` of sentences whose searches take `steps` (`sentence_steps`), timed now:
-    what a caller that times the floor repeatedly, between other measurements, calls."""
+    what a caller that times the floor repeatedly, between other measurements, calls.
+
+    With `batches` (lists of every sentence's index, as the batches are sent), the floor
+    of those batches at their searches' own rows: each step's decoder products timed at
+    the rows the step has (`active_rows`; they shrink as sentences finish, and small
+    products run below the peak rate), the encoder's and attention's products at the
+    peak rate, and the selection as above
+    (`floor_rows_selection_batch_sentences_per_sec`).
+    """
     decoder = _decoder_matrices(model.decoder)
     step_seconds = min(step_product_seconds(decoder, beam, xla) for xla in (True, False))
     batched_step_seconds = step_product_seconds(decoder, batch_size * beam, xla=False)
@@ -236,7 +280,7 @@ def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, be
     batch1_seconds = steps[first] * step_seconds + encoder_flops[first] / peak
     products_seconds = float(np.sum(flops)) / peak
     select_total_seconds = float(np.sum(steps)) * batched_select_seconds
-    return {
+    figures = {
         "floor_batch1_ms": round(1000.0 * float(np.mean(batch1_seconds)), 2),
         "floor_batch_sentences_per_sec": round(len(steps) / products_seconds, 2),
         "floor_selection_batch1_ms": round(
@@ -253,3 +297,14 @@ def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, be
         "floor_decoder_weights_mb": round(_flops(decoder) * 2 / 1e6, 2),
         "floor_total_gflop": round(float(np.sum(flops)) / 1e9, 1),
     }
+    if batches is not None:
+        decoder_flops = beam * float(np.sum(steps)) * _flops(decoder)
+        rows_seconds = (
+            float(np.sum(row_products_seconds(decoder, active_rows(steps, batches, beam))))
+            + (float(np.sum(flops)) - decoder_flops) / peak
+            + select_total_seconds
+        )
+        figures["floor_rows_selection_batch_sentences_per_sec"] = round(
+            len(steps) / rows_seconds, 2
+        )
+    return figures

@@ -10,7 +10,10 @@ round times, one right after the other, the float32 floor with the beam selectio
 (`benchmarks.float32_floor`, the steps counted once), and for each translator its batch-1
 latency over the first --latency_sentences test sentences and its throughput over all of
 them sorted by length in batches of --batch_size. A round's share is the floor's time
-over the translator's; the medians over rounds are what carries over.
+over the translator's; the medians over rounds are what carries over. Each round also
+times the floor of the batches as they are sent at their searches' own rows
+(`float32_floor.active_rows`: the batch shrinks as sentences finish), and its share is
+reported beside the other (`batch_rows_share`).
 
 Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with
@@ -95,6 +98,14 @@ def shares(rounds, names):
                 3,
             ),
         }
+        if all("floor_rows_selection_batch_sentences_per_sec" in r for r in rounds):
+            summary[name]["batch_rows_share"] = round(
+                statistics.median(
+                    rate / r["floor_rows_selection_batch_sentences_per_sec"]
+                    for r, rate in zip(rounds, batch)
+                ),
+                3,
+            )
     return summary
 
 
@@ -112,7 +123,9 @@ def main(argv):
     if FLAGS.ctranslate2_model and not FLAGS.ctranslate2_sentencepiece:
         raise app.UsageError("--ctranslate2_model needs --ctranslate2_sentencepiece.")
     first = sources[: FLAGS.latency_sentences]
-    ordered = sorted(sources, key=len)
+    order = sorted(range(len(sources)), key=lambda index: len(sources[index]))
+    ordered = [sources[index] for index in order]
+    batches = [order[i : i + FLAGS.batch_size] for i in range(0, len(order), FLAGS.batch_size)]
     inference = load_inference_model(FLAGS.model_dir)
     beam = inference.search_config.beam_size
     # In corpus order: the first ones are the batch-1 floor's sentences.
@@ -133,7 +146,9 @@ def main(argv):
             translator.translate(ordered[-FLAGS.batch_size :])
         rounds, outputs = [], {}
         for index in range(FLAGS.rounds):
-            figures = timed_floors(inference.model, *steps, len(first), FLAGS.batch_size, beam)
+            figures = timed_floors(
+                inference.model, *steps, len(first), FLAGS.batch_size, beam, batches
+            )
             for name, translator in translators.items():
                 ms, rate, outputs[name] = _time(translator, first, ordered)
                 figures[f"{name}_batch1_ms"] = round(ms, 2)
@@ -150,7 +165,9 @@ def main(argv):
         print(
             f"{name}: batch 1 {figures['batch1_ms']:.2f} ms ({figures['batch1_share']:.0%} of "
             f"the floor), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
-            f"sentences/s ({figures['batch_share']:.0%}), medians of {len(rounds)} rounds"
+            f"sentences/s ({figures['batch_share']:.0%}; "
+            f"{figures.get('batch_rows_share', float('nan')):.0%} of the floor at the searches' "
+            f"rows), medians of {len(rounds)} rounds"
         )
     print(json.dumps({"rounds": rounds, "summary": summary}))
 

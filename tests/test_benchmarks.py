@@ -208,8 +208,15 @@ def test_floor_share(short_run):
     # The two translators run the same search.
     assert summary["identical_in_process_export"] == SENTENCES
     for name in ("in_process", "export"):
-        for key in ("batch1_ms", "batch_sentences_per_sec", "batch1_share", "batch_share"):
+        for key in (
+            "batch1_ms",
+            "batch_sentences_per_sec",
+            "batch1_share",
+            "batch_share",
+            "batch_rows_share",
+        ):
             assert summary[name][key] > 0, (name, key)
+    assert all(r["floor_rows_selection_batch_sentences_per_sec"] > 0 for r in line["rounds"])
 
 
 def test_floor_share_needs_the_ctranslate2_pieces(short_run):
@@ -231,19 +238,22 @@ def test_floor_shares_are_medians_of_each_rounds_ratio():
         {
             "floor_selection_batch1_ms": floor_ms,
             "floor_selection_batch_sentences_per_sec": floor_rate,
+            "floor_rows_selection_batch_sentences_per_sec": rows_rate,
             "a_batch1_ms": ms,
             "a_batch_sentences_per_sec": rate,
         }
-        for floor_ms, floor_rate, ms, rate in (
-            (10, 200, 20, 100),
-            (5, 400, 20, 100),
-            (8, 100, 10, 90),
+        for floor_ms, floor_rate, rows_rate, ms, rate in (
+            (10, 200, 125, 20, 100),
+            (5, 400, 200, 20, 100),
+            (8, 100, 100, 10, 90),
         )
     ]
     summary = floor_share.shares(rounds, ["a"])["a"]
     assert summary["batch1_ms"] == 20 and summary["batch_sentences_per_sec"] == 100
     # Per round 0.5, 0.25 and 0.8 of the floor's time; 0.5, 0.25 and 0.9 of its rate.
     assert summary["batch1_share"] == 0.5 and summary["batch_share"] == 0.5
+    # 0.8, 0.5 and 0.9 of the floor at the searches' rows.
+    assert summary["batch_rows_share"] == 0.8
 
 
 def test_shortlist_sizes(short_run):

@@ -6,7 +6,14 @@ import pytest
 import tensorflow as tf
 from helpers.models import small_model_config
 
-from benchmarks.float32_floor import search_flops, select_chunked, select_per_row, select_whole
+from benchmarks.float32_floor import (
+    active_rows,
+    row_products_seconds,
+    search_flops,
+    select_chunked,
+    select_per_row,
+    select_whole,
+)
 from convs2s_tf.models import ConvS2S
 
 
@@ -51,3 +58,15 @@ def test_every_selection_finds_the_same_candidates():
         np.testing.assert_allclose(
             select(scores, logits, sentences, beam).numpy(), whole, atol=1e-5
         )
+
+
+def test_active_rows_follow_each_batchs_sentences_until_they_finish():
+    # Batch [1, 2] searches 1 and 2 steps, batch [0, 3] 3 and 5; two rows a sentence.
+    rows = active_rows(np.array([3, 1, 2, 5]), [[1, 2], [0, 3]], beam=2)
+    assert rows.tolist() == [4, 2, 4, 4, 4, 2, 2]
+
+
+def test_row_products_are_timed_at_every_count_asked():
+    matrices = [np.ones([8, 4], np.float32), np.ones([4, 8], np.float32)]
+    seconds = row_products_seconds(matrices, np.array([2, 3, 8]))
+    assert seconds.shape == (3,) and np.all(seconds > 0)
