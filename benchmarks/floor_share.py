@@ -97,15 +97,14 @@ def shares(rounds, names):
                 ),
                 3,
             ),
-        }
-        if all("floor_rows_selection_batch_sentences_per_sec" in r for r in rounds):
-            summary[name]["batch_rows_share"] = round(
+            "batch_rows_share": round(
                 statistics.median(
                     rate / r["floor_rows_selection_batch_sentences_per_sec"]
                     for r, rate in zip(rounds, batch)
                 ),
                 3,
-            )
+            ),
+        }
     return summary
 
 
@@ -166,7 +165,7 @@ def main(argv):
             f"{name}: batch 1 {figures['batch1_ms']:.2f} ms ({figures['batch1_share']:.0%} of "
             f"the floor), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
             f"sentences/s ({figures['batch_share']:.0%}; "
-            f"{figures.get('batch_rows_share', float('nan')):.0%} of the floor at the searches' "
+            f"{figures['batch_rows_share']:.0%} of the floor at the searches' "
             f"rows), medians of {len(rounds)} rounds"
         )
     print(json.dumps({"rounds": rounds, "summary": summary}))

@@ -83,18 +83,16 @@ def record_growing(selection, step, alive_tokens, finished, sentence_ids):
     columns_after = tf.shape(finished.tokens)[2] - step - 1
     ended = tf.pad(ended, [[0, 0], [0, 0], [0, columns_after]], constant_values=PAD_ID)
     rows = tf.gather(sentence_ids, filling)
+    new = FinishedHypotheses(
+        tokens=ended,
+        scores=tf.gather(selection.finish_scores, filling),
+        lengths=tf.fill(tf.shape(filled), step + 1),
+    )
     finished = FinishedHypotheses(
-        tokens=_update_rows(finished.tokens, rows, filled, ended, whole_batch=False),
-        scores=_update_rows(
-            finished.scores,
-            rows,
-            filled,
-            tf.gather(selection.finish_scores, filling),
-            whole_batch=False,
-        ),
-        lengths=_update_rows(
-            finished.lengths, rows, filled, tf.fill(tf.shape(filled), step + 1), whole_batch=False
-        ),
+        *(
+            _update_rows(store, rows, filled, values, whole_batch=False)
+            for store, values in zip(finished, new)
+        )
     )
     return extend(alive_tokens, selection.alive_beams, selection.next_tokens), finished
 
