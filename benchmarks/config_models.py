@@ -2,6 +2,7 @@
 flags make them from a flagfile (not from the command line: no global flags here)."""
 
 import os
+import sys
 
 from absl import flags
 
@@ -40,3 +41,22 @@ def training_config():
     from pipelines.flags.training import training_config_from_flags
 
     return training_config_from_flags(config_flags(f"--flagfile={FLAGFILE}"))
+
+
+def throughput_command(variant, preset, max_tokens, steps, config, profile_dir=None):
+    """The command measuring one `variant` of `benchmarks.train_throughput` in a fresh
+    process (a variant's mixed-precision policy is global); its last stdout line is the
+    variant's figures as JSON."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.train_throughput",
+        f"--variant={variant}",
+        f"--preset={preset}",
+        f"--max_tokens={max_tokens}",
+        f"--steps={steps}",
+        f"--config={config}",
+    ]
+    if profile_dir:
+        command.append(f"--profile_dir={profile_dir}")
+    return command

@@ -13,6 +13,8 @@ import glob
 import os
 import re
 
+from convs2s_tf.decoding.search_step import REORDER_SCOPE, SELECTION_SCOPE
+
 PARTS = ("products", "attention", "selection", "cache reordering", "bookkeeping")
 
 # Operations that only run others (their own time is dispatch, counted as overhead).
@@ -90,9 +92,9 @@ def part_of(operation):
     """The part of a step `operation` belongs to (see `PARTS`), by the search's name scopes
     and the op's kind."""
     scopes = operation.op_name.split("/")
-    if "reorder_cache" in scopes:
+    if REORDER_SCOPE in scopes:
         return "cache reordering"
-    if "selection" in scopes:
+    if SELECTION_SCOPE in scopes:
         return "selection"
     activations_product = "BatchMatMul" in operation.op_type or operation.op_type == "Einsum"
     if operation.product and not activations_product:

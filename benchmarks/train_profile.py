@@ -35,7 +35,7 @@ from absl import app, flags
 
 from benchmarks import op_profile
 from benchmarks.comparison_report import cpu_description
-from benchmarks.config_models import FLAGFILE, ROOT
+from benchmarks.config_models import FLAGFILE, ROOT, throughput_command
 
 CATEGORIES = (
     "products",
@@ -91,18 +91,9 @@ def _measure(dtype, isa, profile_dir=None):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
     if isa != "default":
         env["ONEDNN_MAX_CPU_ISA"] = isa
-    command = [
-        sys.executable,
-        "-m",
-        "benchmarks.train_throughput",
-        f"--variant={dtype}",
-        f"--preset={FLAGS.preset}",
-        f"--max_tokens={FLAGS.max_tokens}",
-        f"--steps={FLAGS.steps}",
-        f"--config={FLAGS.config}",
-    ]
-    if profile_dir:
-        command.append(f"--profile_dir={profile_dir}")
+    command = throughput_command(
+        dtype, FLAGS.preset, FLAGS.max_tokens, FLAGS.steps, FLAGS.config, profile_dir
+    )
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         # A limit oneDNN cannot train under (bfloat16 under AVX2 dies with SIGSEGV here)

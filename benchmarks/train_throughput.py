@@ -25,7 +25,14 @@ import time
 
 from absl import app, flags
 
-from benchmarks.config_models import CONFIG_MODEL, FLAGFILE, ROOT, data_dir, model_config
+from benchmarks.config_models import (
+    CONFIG_MODEL,
+    FLAGFILE,
+    ROOT,
+    data_dir,
+    model_config,
+    throughput_command,
+)
 
 flags.DEFINE_string(
     "preset",
@@ -122,16 +129,7 @@ def main(argv):
     results = {}
     for variant in FLAGS.variants:
         output = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.train_throughput",
-                f"--variant={variant}",
-                f"--preset={FLAGS.preset}",
-                f"--max_tokens={FLAGS.max_tokens}",
-                f"--steps={FLAGS.steps}",
-                f"--config={FLAGS.config}",
-            ],
+            throughput_command(variant, FLAGS.preset, FLAGS.max_tokens, FLAGS.steps, FLAGS.config),
             cwd=ROOT,
             check=True,
             capture_output=True,

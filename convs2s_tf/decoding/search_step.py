@@ -14,6 +14,13 @@ from convs2s_tf.decoding.candidates import candidates
 from convs2s_tf.decoding.selection import select
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
+# The name scopes of a step's parts, which let a profile (benchmarks.op_profile) tell
+# them apart.
+DECODER_SCOPE = "decoder_step"
+SELECTION_SCOPE = "selection"
+REORDER_SCOPE = "reorder_cache"
+BOOKKEEPING_SCOPE = "bookkeeping"
+
 
 def record(selection, step, alive_tokens, finished):
     """The token histories after a step, in their fixed-width buffers (a compiled
@@ -112,7 +119,7 @@ def reorder_cache(cache, beams, rows, beam_size):
     Returns:
         The reordered cache, `[kept sentences * beam_size, ...]` per block.
     """
-    with tf.name_scope("reorder_cache"):
+    with tf.name_scope(REORDER_SCOPE):
         flat_beams = tf.reshape(beams + rows[:, None] * beam_size, [-1])
         return tf.nest.map_structure(lambda window: tf.gather(window, flat_beams), cache)
 
@@ -160,8 +167,7 @@ def search_step(decoder, constants, state, vocabulary=None):
         `(state, selection, attention)`: the state after `apply_selection`, the step's
         `Selection` and the decoder's `[active * k, source]` attention.
     """
-    # The name scopes let a profile (benchmarks.step_profile) tell the step's parts apart.
-    with tf.name_scope("decoder_step"):
+    with tf.name_scope(DECODER_SCOPE):
         logits, attention, cache = decoder.step(
             state.last_tokens,
             state.step,
@@ -170,7 +176,7 @@ def search_step(decoder, constants, state, vocabulary=None):
             beam_size=constants.beam_size,
             output_subset=None if vocabulary is None else vocabulary.subset,
         )
-    with tf.name_scope("selection"):
+    with tf.name_scope(SELECTION_SCOPE):
         log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
         if vocabulary is not None:
             # Columns to token ids (the special ids' columns are their ids).
@@ -182,7 +188,7 @@ def search_step(decoder, constants, state, vocabulary=None):
         # (When sentences leave, one gather reorders and drops them after the step.)
         active_rows = tf.range(tf.shape(state.alive_scores)[0])
         cache = reorder_cache(cache, selection.alive_beams, active_rows, constants.beam_size)
-    with tf.name_scope("bookkeeping"):
+    with tf.name_scope(BOOKKEEPING_SCOPE):
         state = apply_selection(constants, state, selection, cache)
     return state, selection, attention
 
