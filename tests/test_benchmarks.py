@@ -219,6 +219,25 @@ def test_floor_share(short_run):
     assert all(r["floor_rows_selection_batch_sentences_per_sec"] > 0 for r in line["rounds"])
 
 
+def test_int8_products_scores_the_run_with_int8_weights(short_run):
+    line = _last_json(
+        [
+            "-m",
+            "benchmarks.int8_products",
+            f"--model_dir={short_run}",
+            "--rows=2",
+            "--input_dim=8",
+            "--output_dim=8",
+            "--rounds=1",
+            "--seconds=0.01",
+        ]
+    )
+    scores = line["scores"]
+    assert scores["sentences"] == SENTENCES and 0 <= scores["unchanged"] <= SENTENCES
+    for name in ("float32", "int8_weights"):
+        assert 0 <= scores[name]["bleu"] <= 100 and scores[name]["chrf"] > 0
+
+
 def test_floor_share_needs_the_ctranslate2_pieces(short_run):
     result = run_python(
         [

@@ -1,4 +1,5 @@
-"""benchmarks.int8_products: the 8-bit forms compute the product they stand for."""
+"""benchmarks.int8_products and int8_weights: the 8-bit forms compute the product they
+stand for."""
 
 import json
 
@@ -6,12 +7,12 @@ import numpy as np
 import tensorflow as tf
 from conftest import run_python
 
-from benchmarks import int8_products
+from benchmarks import int8_weights
 
 
 def test_columns_quantise_to_int8_with_one_scale_each():
     weights = np.array([[0.5, -2.0, 0.0], [-0.25, 1.0, 0.0]], np.float32)
-    values, scales = int8_products.quantize_columns(weights)
+    values, scales = int8_weights.quantize_columns(weights)
     assert values.dtype == np.int8 and scales.shape == (3,)
     np.testing.assert_array_equal(values[:, 0], [127, -64])  # 0.5 maps to 127
     np.testing.assert_array_equal(values[:, 1], [-127, 64])
@@ -23,8 +24,8 @@ def test_dynamic_int8_product_is_the_float32_product_within_rounding():
     rng = np.random.default_rng(1)
     rows = rng.standard_normal((7, 64)).astype(np.float32)
     weights = (rng.standard_normal((64, 50)) * 0.05).astype(np.float32)
-    values, scales = int8_products.quantize_columns(weights)
-    product = int8_products.dynamic_int8_product(
+    values, scales = int8_weights.quantize_columns(weights)
+    product = int8_weights.dynamic_int8_product(
         tf.constant(rows), tf.constant(values), tf.constant(scales)
     ).numpy()
     exact = rows @ weights
