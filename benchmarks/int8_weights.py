@@ -8,6 +8,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
+# The fixed scale of the already-quantised rows of the `int8` and `quantized_matmul`
+# forms: standard normal rows within +-3.2 fill int8's range.
+ROWS_PER_UNIT = 40.0
+ROWS_BOUND = 127 / ROWS_PER_UNIT
+
 
 def quantize_columns(weights):
     """`weights` as int8 with one scale per column, the last axis (symmetric: the
@@ -35,8 +40,10 @@ def product_forms(rows, weights):
     weights_int8_tensor = tf.constant(weights_int8)
     weights_qint8 = tf.constant(weights_int8, tf.qint8)
     scales_tensor = tf.constant(weight_scales)
-    rows_int8 = tf.constant(np.clip(np.round(rows * 40.0), -127, 127).astype(np.int8))
-    rows_quint8 = tf.constant(np.clip(np.round(rows * 40.0) + 128, 0, 255).astype(np.uint8))
+    rows_int8 = tf.constant(np.clip(np.round(rows * ROWS_PER_UNIT), -127, 127).astype(np.int8))
+    rows_quint8 = tf.constant(
+        np.clip(np.round(rows * ROWS_PER_UNIT) + 128, 0, 255).astype(np.uint8)
+    )
     bound = float(np.abs(weights).max())
 
     def int8():
@@ -50,8 +57,8 @@ def product_forms(rows, weights):
             a=tf.bitcast(rows_quint8, tf.quint8),
             b=weights_qint8,
             bias=tf.zeros([weights.shape[1]]),
-            min_a=-3.2,
-            max_a=3.2,
+            min_a=-ROWS_BOUND,
+            max_a=ROWS_BOUND,
             min_b=-bound,
             max_b=bound,
             Toutput=tf.qint32,
