@@ -111,20 +111,15 @@ def int8_weights_scores(model_dir, batch_size=128):
     int8 (`quantize_columns`), and how many translations the rounding left unchanged."""
     import tensorflow_text  # noqa: F401  (the tokenizer's ops)
 
-    from convs2s_tf.data.data_directory import PreparedData
+    from benchmarks.run_files import test_split_paths
     from convs2s_tf.data.text_files import read_lines
     from convs2s_tf.evaluation.bleu import corpus_scores
     from convs2s_tf.export.translation_module import TranslationModule
     from convs2s_tf.inference.factory import load_inference_model
     from convs2s_tf.inference.translator import length_sorted_batches
-    from convs2s_tf.runs import RunDirectory
 
     inference = load_inference_model(model_dir)
-    run = RunDirectory(model_dir)
-    sources_path, references_path = PreparedData.load(run.data_dir(run.read_config())).split_paths(
-        "test"
-    )
-    sources, references = read_lines(sources_path), read_lines(references_path)
+    sources, references = (read_lines(path) for path in test_split_paths(model_dir))
     module = TranslationModule(inference.model, inference.tokenizer, inference.search_config)
     batches = length_sorted_batches(sources, batch_size)
 
