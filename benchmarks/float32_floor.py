@@ -160,6 +160,18 @@ def selection_seconds(vocab_size, beam, sentences, xla):
     return min(timed(select) for select in (select_whole, select_per_row, select_chunked))
 
 
+def batch1_step_seconds(model, beam):
+    """The floor of one batch-1 step, `(products, selection)` in seconds: the decoder's
+    products at `beam` rows and one sentence's selection, each the faster of XLA and
+    graph mode."""
+    products = min(
+        step_product_seconds(_decoder_matrices(model.decoder), beam, xla) for xla in (True, False)
+    )
+    vocab = model.decoder.vocab_size
+    selection = min(selection_seconds(vocab, beam, 1, xla) for xla in (True, False))
+    return products, selection
+
+
 def square_product_flops_per_second():
     """The float32 rate of a `_SQUARE`-sided product (oneDNN, every core)."""
     a = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 0))
@@ -263,14 +275,13 @@ def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, be
     (`floor_rows_selection_batch_sentences_per_sec`).
     """
     decoder = _decoder_matrices(model.decoder)
-    step_seconds = min(step_product_seconds(decoder, beam, xla) for xla in (True, False))
+    step_seconds, select_seconds = batch1_step_seconds(model, beam)
     batched_step_seconds = step_product_seconds(decoder, batch_size * beam, xla=False)
     peak = max(
         square_product_flops_per_second(),
         batch_size * beam * _flops(decoder) / batched_step_seconds,
     )
     vocab = model.decoder.vocab_size
-    select_seconds = min(selection_seconds(vocab, beam, 1, xla) for xla in (True, False))
     # Per sentence and step, at batch_size sentences a step.
     batched_select_seconds = (
         min(selection_seconds(vocab, beam, batch_size, xla) for xla in (True, False)) / batch_size

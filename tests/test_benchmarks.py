@@ -190,6 +190,33 @@ def test_step_profile(short_run):
             assert parts[part] > 0, (name, part, parts)
 
 
+def test_request_parts(short_run):
+    line = _last_json(
+        ["-m", "benchmarks.request_parts", f"--model_dir={short_run}", "--sentences=2"]
+        + ["--rounds=1"]
+    )
+    assert len(line["rounds"]) == 1
+    summary = line["summary"]
+    request = summary["ms_per_request"]
+    assert set(request) == {
+        "call",
+        "tokenization",
+        "tokenization and encoder",
+        "search loop",
+        "request",
+        "outside the loop",
+    }
+    assert all(request[part] > 0 for part in request if part != "outside the loop"), request
+    assert request["outside the loop"] == pytest.approx(
+        request["request"] - request["search loop"], abs=0.002
+    )
+    step = summary["ms_per_step"]
+    assert set(step) == {"search loop", "decoder step alone", "floor products", "floor selection"}
+    assert all(value > 0 for value in step.values()), step
+    assert summary["steps_per_sentence"] > 0
+    assert 0 < summary["loop_fraction_of_request"] and summary["loop_step_share_of_floor"] > 0
+
+
 def test_floor_share(short_run):
     # Without --saved_model: the benchmark writes the run's default export.
     line = _last_json(

@@ -30,7 +30,7 @@ from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
 
-__all__ = ["BucketedSearch", "SearchBuckets"]
+__all__ = ["BucketedSearch", "SearchBuckets", "pad_rows_and_positions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def compiled_buckets(buckets, search_config):
     return buckets if search_config.dtype == "float32" else None
 
 
-def _pad_rows_and_positions(tensor, rows, positions):
+def pad_rows_and_positions(tensor, rows, positions):
     """`tensor` (`[batch, source, ...]`) zero-padded to `rows` rows and `positions`."""
     shape = tf.shape(tensor)
     paddings = [[0, rows - shape[0]], [0, positions - shape[1]]] + [[0, 0]] * (
@@ -96,6 +96,12 @@ class BucketedSearch:
         shortlist: A `ShortlistTable` every batch is decoded against, or None. A bucket
             pads its set to the most ids its sources could bring (`capacity`), so the
             compiled shapes stay fixed.
+
+    Attributes:
+        compiled_loop: The XLA-compiled search of one bucket, `(encoder_output,
+            max_lengths, active, vocabulary) -> FinishedHypotheses`, its inputs padded to
+            the bucket (`pad_rows_and_positions`); `benchmarks.request_parts` times it
+            alone.
     """
 
     def __init__(self, model, search_config=None, buckets=None, kernels=None, shortlist=None):
@@ -122,7 +128,7 @@ class BucketedSearch:
             decoder.max_length - 1,
         )
         self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
-        self._compiled_loop = tf.function(self._search_loop, jit_compile=True, autograph=False)
+        self.compiled_loop = tf.function(self._search_loop, jit_compile=True, autograph=False)
 
     def __call__(self, source, nbest=1):
         """The `SearchOutput` of `source` (`[batch, source]` ids ending in `</s>`)."""
@@ -162,11 +168,11 @@ class BucketedSearch:
                             self.model.decoder, self.shortlist, source, self.constants, capacity
                         )
                 padded = tf.nest.map_structure(
-                    lambda t: _pad_rows_and_positions(t, rows, self.buckets.source_length),
+                    lambda t: pad_rows_and_positions(t, rows, self.buckets.source_length),
                     encoder_output,
                 )
                 lengths = tf.ensure_shape(tf.pad(max_lengths, [[0, rows - batch]]), [rows])
-                finished = self._compiled_loop(padded, lengths, tf.range(rows) < batch, vocabulary)
+                finished = self.compiled_loop(padded, lengths, tf.range(rows) < batch, vocabulary)
                 return tf.nest.map_structure(lambda t: t[:batch], finished)
 
             return run

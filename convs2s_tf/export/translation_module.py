@@ -99,6 +99,11 @@ class TranslationModule(tf.Module):
             else None
         )
 
+    @property
+    def bucketed_search(self) -> BucketedSearch | None:
+        """The search of small batches in compiled buckets, or None without buckets."""
+        return self._bucketed_search
+
     @tf.__internal__.tracking.no_automatic_dependency_tracking
     def _set_model(self, model: ConvS2S | Ensemble) -> None:
         # Not a dependency of the module: a SavedModel would store the Keras model's

@@ -74,7 +74,7 @@ def test_each_bucket_is_traced_once_whatever_the_requests(bucketed):
     # The signature's function once; the compiled loop once per bucket reached
     # (1, 2 and 4 sentences), never per request.
     assert run.experimental_get_tracing_count() == 1
-    assert search._compiled_loop.experimental_get_tracing_count() == 3
+    assert search.compiled_loop.experimental_get_tracing_count() == 3
 
 
 def test_a_length_limit_a_sentence_cannot_meet_is_refused_on_the_compiled_path(model):

@@ -1,0 +1,239 @@
+"""Where a batch-1 request's time goes, part by part, timed without a profiler.
+
+    python -m benchmarks.request_parts --model_dir=runs/multi30k_en_de [--sentences=100] \\
+        [--rounds=3]
+
+`benchmarks.step_profile` puts a profiled search's time on its operations, but the
+profiler's cost per operation inflates graph mode's small kernels, and a profile does not
+say how much of a request lies outside the search loop. This benchmark times the parts
+of the batch-1 request of the in-process translator (whose compiled module the default
+export also holds), each as its own function called from Python (as `translate` is), over
+the first --sentences test sentences sent one at a time (each sentence through every
+function in turn, so that the machine's drift falls on all alike), in --rounds rounds
+(milliseconds a call):
+
+* call: a function that only returns its input's length, the cost of calling a
+  TensorFlow function from Python (which a TF Serving client does not pay);
+* tokenization: text to source ids;
+* tokenization and encoder: text to the encoder's output, in graph mode as the search
+  runs it;
+* search loop: the compiled search of the one-sentence bucket alone, from the padded
+  encoder output to the finished hypotheses;
+* request: the whole `translate` signature; less the search loop, what lies outside it
+  (tokenization, the encoder, the padding, the bucket's dispatch, picking the best
+  hypothesis, detokenisation).
+
+And per step (milliseconds a step): the search loop, less one call, over its steps (each
+sentence's steps counted as `benchmarks.float32_floor` counts them); the decoder's step alone in a
+bare XLA loop (its cache carried, nothing else); the float32 floor's products and
+selection (`float32_floor.batch1_step_seconds`). Medians over rounds, and from them the
+floor's step (products and selection) over the loop's, and the loop's part of a request.
+Ends with one JSON line.
+"""
+
+import json
+import os
+import statistics
+import time
+
+from absl import app, flags
+
+from benchmarks.run_files import ROOT, test_sentences
+
+flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
+flags.DEFINE_integer("sentences", 100, "Test sentences sent one at a time.", lower_bound=1)
+flags.DEFINE_integer("rounds", 3, "Alternated rounds; medians are reported.", lower_bound=1)
+FLAGS = flags.FLAGS
+
+_DECODER_STEPS = 32  # steps of the bare decoder loop per timed call
+_REPEATS = 5  # timed calls of the bare decoder loop; the fastest counts
+
+
+def _interleaved_ms(functions, inputs):
+    """Mean milliseconds a call of each of `functions` ({name: (function, inputs)}, the
+    outputs fetched), the functions called one after another on each input in turn, so
+    that the machine's drift falls on all of them alike."""
+    import tensorflow as tf
+
+    totals = dict.fromkeys(functions, 0.0)
+    for index in range(len(inputs)):
+        for name, (function, arguments) in functions.items():
+            start = time.perf_counter()
+            tf.nest.map_structure(lambda t: t.numpy(), function(*arguments[index]))
+            totals[name] += time.perf_counter() - start
+    return {name: 1000.0 * total / len(inputs) for name, total in totals.items()}
+
+
+def _parts(module, model):
+    """The timed functions of `module` (a `TranslationModule` with buckets) and the
+    inputs of its compiled one-sentence search."""
+    import tensorflow as tf
+
+    from convs2s_tf.decoding.beam_search import checked_max_lengths
+    from convs2s_tf.decoding.compiled_search import pad_rows_and_positions
+    from convs2s_tf.layers import frozen_kernels
+
+    search = module.bucketed_search
+    config = search.search_config
+    text_spec = [tf.TensorSpec([None], tf.string)]
+
+    @tf.function(input_signature=text_spec)
+    def call(text):
+        return tf.strings.length(text)
+
+    @tf.function(input_signature=text_spec)
+    def tokenization(text):
+        return module.encode_text(text)
+
+    @tf.function(input_signature=text_spec)
+    def encoder(text):
+        source = module.encode_text(text)
+        with frozen_kernels(model, search.kernels):
+            output = model.encode(source, training=False)
+        return output.keys, output.values
+
+    @tf.function(input_signature=text_spec)
+    def loop_inputs(text):
+        source = module.encode_text(text)
+        with frozen_kernels(model, search.kernels):
+            max_lengths = checked_max_lengths(
+                model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
+            )
+            output = model.encode(source, training=False)
+        padded = tf.nest.map_structure(
+            lambda t: pad_rows_and_positions(t, 1, search.buckets.source_length), output
+        )
+        return padded, tf.ensure_shape(max_lengths, [1])
+
+    @tf.function
+    def search_loop(encoder_output, max_lengths):
+        return search.compiled_loop(encoder_output, max_lengths, tf.constant([True]), None)
+
+    functions = {"call": call, "tokenization": tokenization, "tokenization and encoder": encoder}
+    return functions, loop_inputs, search_loop
+
+
+def decoder_step_seconds(model, search, encoder_output):
+    """Seconds of one decoder step at batch 1 alone in an XLA loop: `search`'s beam and
+    folded kernels, `encoder_output` padded to its bucket, the cache carried from step to
+    step and the logits summed into the carry (so no step can be skipped)."""
+    import tensorflow as tf
+
+    from convs2s_tf.layers import frozen_kernels
+
+    decoder, beam = model.decoder, search.search_config.beam_size
+
+    @tf.function(jit_compile=True, autograph=False)
+    def run():
+        with frozen_kernels(model, search.kernels):
+
+            def body(step, cache, carry):
+                tokens = tf.fill([beam], 4 + step % 16)
+                logits, _, cache = decoder.step(tokens, step, cache, encoder_output, beam)
+                return step + 1, cache, carry + 1e-30 * tf.reduce_sum(logits)
+
+            cache = decoder.initial_state(beam, max_steps=search.history_width)
+            return tf.while_loop(
+                lambda step, *_: step < _DECODER_STEPS, body, (0, cache, tf.constant(0.0))
+            )[2]
+
+    run().numpy()  # compiles
+    times = []
+    for _ in range(_REPEATS):
+        start = time.perf_counter()
+        run().numpy()
+        times.append(time.perf_counter() - start)
+    return min(times) / _DECODER_STEPS
+
+
+def time_round(model, module, parts, texts, steps):
+    """One round: every part's milliseconds a request and a step (see the module
+    docstring), given `_parts(module, model)` traced, the sentences as `texts` and their
+    search `steps`."""
+    from benchmarks.float32_floor import batch1_step_seconds
+
+    functions, loop_inputs, search_loop = parts
+    padded = [loop_inputs(*text) for text in texts]
+    # Each function is called from Python, as `translate` is: each time holds one call.
+    request = _interleaved_ms(
+        {
+            **{name: (function, texts) for name, function in functions.items()},
+            "search loop": (search_loop, padded),
+            "request": (module.translate, texts),
+        },
+        texts,
+    )
+    request["outside the loop"] = request["request"] - request["search loop"]
+    products, selection = batch1_step_seconds(model, module.search_config.beam_size)
+    search = module.bucketed_search
+    step = {
+        # Less the call from Python, which a loop inside `translate` does not pay.
+        "search loop": (request["search loop"] - request["call"]) * len(texts) / sum(steps),
+        "decoder step alone": 1000.0 * decoder_step_seconds(model, search, padded[0][0]),
+        "floor products": 1000.0 * products,
+        "floor selection": 1000.0 * selection,
+    }
+    return {"ms_per_request": request, "ms_per_step": step}
+
+
+def median_parts(rounds):
+    """Each part's median over `rounds` (`time_round`'s results), rounded."""
+    return {
+        kind: {
+            part: round(statistics.median(r[kind][part] for r in rounds), 3)
+            for part in rounds[0][kind]
+        }
+        for kind in rounds[0]
+    }
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    from benchmarks.float32_floor import sentence_steps
+    from convs2s_tf.decoding.compiled_search import SearchBuckets
+    from convs2s_tf.export.translation_module import TranslationModule
+    from convs2s_tf.inference import load_inference_model
+
+    try:
+        sentences = test_sentences(FLAGS.model_dir, FLAGS.sentences)
+    except ValueError as error:
+        raise app.UsageError(str(error))
+    inference = load_inference_model(FLAGS.model_dir)
+    model = inference.model
+    module = TranslationModule(
+        model, inference.tokenizer, inference.search_config, SearchBuckets(batch_sizes=(1,))
+    )
+    steps = sentence_steps(model, inference.tokenizer, sentences, inference.search_config)[0]
+    parts = _parts(module, model)
+    texts = [(tf.constant([sentence]),) for sentence in sentences]
+    functions, loop_inputs, search_loop = parts
+    for function in (*functions.values(), module.translate):  # traced or compiled: untimed
+        function(*texts[0])
+    search_loop(*loop_inputs(*texts[0]))
+    rounds = []
+    for index in range(FLAGS.rounds):
+        rounds.append(time_round(model, module, parts, texts, steps.tolist()))
+        print(f"round {index + 1}: {json.dumps(rounds[-1])}", flush=True)
+    summary = median_parts(rounds)
+    summary["steps_per_sentence"] = round(float(steps.mean()), 2)
+    step, request = summary["ms_per_step"], summary["ms_per_request"]
+    # How near the loop's steps come to the floor's, and how much of a request they are.
+    summary["loop_step_share_of_floor"] = round(
+        (step["floor products"] + step["floor selection"]) / step["search loop"], 3
+    )
+    summary["loop_fraction_of_request"] = round(request["search loop"] / request["request"], 3)
+    for kind, parts in summary.items():
+        if isinstance(parts, dict):
+            print(f"\n{kind.replace('_', ' ')} (median of {FLAGS.rounds} rounds):")
+            for part, value in parts.items():
+                print(f"  {part:<26} {value:8.3f}")
+        else:
+            print(f"{kind.replace('_', ' ')}: {parts}")
+    print(json.dumps({"rounds": rounds, "summary": summary}))
+
+
+if __name__ == "__main__":
+    app.run(main)
