@@ -23,11 +23,13 @@ function in turn, so that the machine's drift falls on all alike), in --rounds r
   (tokenization, the encoder, the padding, the bucket's dispatch, picking the best
   hypothesis, detokenisation).
 
-And per step (milliseconds a step): the search loop, less one call, over its steps (each
-sentence's steps counted as `benchmarks.float32_floor` counts them); the decoder's step alone in a
-bare XLA loop (its cache carried, nothing else); the float32 floor's products and
-selection (`float32_floor.batch1_step_seconds`). Medians over rounds, and from them the
-floor's step (products and selection) over the loop's, and the loop's part of a request.
+And per step (milliseconds a step): the search loop, less one call, over its steps
+(each sentence's steps counted as `benchmarks.float32_floor` counts them); the decoder's
+step alone in a bare XLA loop (its cache carried, nothing else), and with the search's
+candidates, selection and cache reordering (all of a step but recording the histories);
+the float32 floor's products and selection (`float32_floor.batch1_step_seconds`).
+Medians over rounds, and from them the floor's step (products and selection) over the
+loop's, and the loop's part of a request.
 Ends with one JSON line.
 """
 
@@ -45,8 +47,8 @@ flags.DEFINE_integer("sentences", 100, "Test sentences sent one at a time.", low
 flags.DEFINE_integer("rounds", 3, "Alternated rounds; medians are reported.", lower_bound=1)
 FLAGS = flags.FLAGS
 
-_DECODER_STEPS = 32  # steps of the bare decoder loop per timed call
-_REPEATS = 5  # timed calls of the bare decoder loop; the fastest counts
+_BARE_STEPS = 32  # steps of a bare step loop per timed call
+_REPEATS = 5  # timed calls of a bare step loop; the fastest counts
 
 
 def _interleaved_ms(functions, inputs):
@@ -113,37 +115,54 @@ def _parts(module, model):
     return functions, loop_inputs, search_loop
 
 
-def decoder_step_seconds(model, search, encoder_output):
-    """Seconds of one decoder step at batch 1 alone in an XLA loop: `search`'s beam and
-    folded kernels, `encoder_output` padded to its bucket, the cache carried from step to
-    step and the logits summed into the carry (so no step can be skipped)."""
+def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
+    """Seconds of one batch-1 step alone in an XLA loop: the decoder's step and, with
+    `selection`, the search's candidates, selection and cache reordering (everything of
+    a search step but recording the histories). `search`'s beam, constants and folded
+    kernels; `encoder_output` and `max_lengths` padded to its bucket. The cache is
+    carried from step to step and the logits summed into the carry, so no step can be
+    skipped; without `selection` the next tokens are fixed."""
     import tensorflow as tf
 
+    from convs2s_tf.decoding.candidates import candidates
+    from convs2s_tf.decoding.search_step import reorder_cache
+    from convs2s_tf.decoding.selection import select
     from convs2s_tf.layers import frozen_kernels
 
-    decoder, beam = model.decoder, search.search_config.beam_size
+    decoder, constants = model.decoder, search.constants
+    beam = constants.beam_size
+
+    def body(step, tokens, scores, cache, carry):
+        logits, _, cache = decoder.step(tokens, step, cache, encoder_output, beam)
+        carry += 1e-30 * tf.reduce_sum(logits)
+        if not selection:
+            return step + 1, tf.fill([beam], 4 + step % 16), scores, cache, carry
+        log_probs, ids = candidates(constants, logits, step, max_lengths)
+        chosen = select(constants, log_probs, ids, scores, tf.zeros([1], tf.int32), step)
+        cache = reorder_cache(cache, chosen.alive_beams, tf.zeros([1], tf.int32), beam)
+        return step + 1, tf.reshape(chosen.next_tokens, [-1]), chosen.alive_scores, cache, carry
 
     @tf.function(jit_compile=True, autograph=False)
-    def run():
+    def run(steps):
         with frozen_kernels(model, search.kernels):
+            start = (
+                0,
+                tf.fill([beam], 2),
+                tf.zeros([1, beam]),
+                decoder.initial_state(beam, max_steps=search.history_width),
+                tf.constant(0.0),
+            )
+            return tf.while_loop(lambda step, *_: step < steps, body, start)[-1]
 
-            def body(step, cache, carry):
-                tokens = tf.fill([beam], 4 + step % 16)
-                logits, _, cache = decoder.step(tokens, step, cache, encoder_output, beam)
-                return step + 1, cache, carry + 1e-30 * tf.reduce_sum(logits)
-
-            cache = decoder.initial_state(beam, max_steps=search.history_width)
-            return tf.while_loop(
-                lambda step, *_: step < _DECODER_STEPS, body, (0, cache, tf.constant(0.0))
-            )[2]
-
-    run().numpy()  # compiles
+    # The number of steps is an input, as in a search: XLA cannot unroll the loop.
+    steps = tf.constant(_BARE_STEPS)
+    run(steps).numpy()  # compiles
     times = []
     for _ in range(_REPEATS):
         start = time.perf_counter()
-        run().numpy()
+        run(steps).numpy()
         times.append(time.perf_counter() - start)
-    return min(times) / _DECODER_STEPS
+    return min(times) / _BARE_STEPS
 
 
 def time_round(model, module, parts, texts, steps):
@@ -169,7 +188,8 @@ def time_round(model, module, parts, texts, steps):
     step = {
         # Less the call from Python, which a loop inside `translate` does not pay.
         "search loop": (request["search loop"] - request["call"]) * len(texts) / sum(steps),
-        "decoder step alone": 1000.0 * decoder_step_seconds(model, search, padded[0][0]),
+        "decoder step alone": 1000.0 * bare_step_seconds(model, search, *padded[0], False),
+        "decoder step and selection": 1000.0 * bare_step_seconds(model, search, *padded[0], True),
         "floor products": 1000.0 * products,
         "floor selection": 1000.0 * selection,
     }

@@ -211,7 +211,13 @@ def test_request_parts(short_run):
         request["request"] - request["search loop"], abs=0.002
     )
     step = summary["ms_per_step"]
-    assert set(step) == {"search loop", "decoder step alone", "floor products", "floor selection"}
+    assert set(step) == {
+        "search loop",
+        "decoder step alone",
+        "decoder step and selection",
+        "floor products",
+        "floor selection",
+    }
     assert all(value > 0 for value in step.values()), step
     assert summary["steps_per_sentence"] > 0
     assert 0 < summary["loop_fraction_of_request"] and summary["loop_step_share_of_floor"] > 0
