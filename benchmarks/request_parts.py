@@ -37,6 +37,7 @@ import json
 import os
 import statistics
 import time
+from typing import Any, Callable, NamedTuple
 
 from absl import app, flags
 
@@ -66,9 +67,17 @@ def _interleaved_ms(functions, inputs):
     return {name: 1000.0 * total / len(inputs) for name, total in totals.items()}
 
 
-def _parts(module, model):
-    """The timed functions of `module` (a `TranslationModule` with buckets) and the
-    inputs of its compiled one-sentence search."""
+class RequestParts(NamedTuple):
+    """The functions a round times: `functions` of one string each ({name: function}),
+    `loop_inputs` (a string to the compiled search's padded inputs) and `search_loop`."""
+
+    functions: dict[str, Any]
+    loop_inputs: Callable[..., Any]
+    search_loop: Callable[..., Any]
+
+
+def request_parts(module, model):
+    """The `RequestParts` of `module` (a `TranslationModule` with buckets) over `model`."""
     import tensorflow as tf
 
     from convs2s_tf.decoding.beam_search import checked_max_lengths
@@ -112,7 +121,7 @@ def _parts(module, model):
         return search.compiled_loop(encoder_output, max_lengths, tf.constant([True]), None)
 
     functions = {"call": call, "tokenization": tokenization, "tokenization and encoder": encoder}
-    return functions, loop_inputs, search_loop
+    return RequestParts(functions, loop_inputs, search_loop)
 
 
 def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
@@ -167,17 +176,16 @@ def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
 
 def time_round(model, module, parts, texts, steps):
     """One round: every part's milliseconds a request and a step (see the module
-    docstring), given `_parts(module, model)` traced, the sentences as `texts` and their
+    docstring), given the `RequestParts` traced, the sentences as `texts` and their
     search `steps`."""
     from benchmarks.float32_floor import batch1_step_seconds
 
-    functions, loop_inputs, search_loop = parts
-    padded = [loop_inputs(*text) for text in texts]
+    padded = [parts.loop_inputs(*text) for text in texts]
     # Each function is called from Python, as `translate` is: each time holds one call.
     request = _interleaved_ms(
         {
-            **{name: (function, texts) for name, function in functions.items()},
-            "search loop": (search_loop, padded),
+            **{name: (function, texts) for name, function in parts.functions.items()},
+            "search loop": (parts.search_loop, padded),
             "request": (module.translate, texts),
         },
         texts,
@@ -227,12 +235,11 @@ def main(argv):
         model, inference.tokenizer, inference.search_config, SearchBuckets(batch_sizes=(1,))
     )
     steps = sentence_steps(model, inference.tokenizer, sentences, inference.search_config)[0]
-    parts = _parts(module, model)
+    parts = request_parts(module, model)
     texts = [(tf.constant([sentence]),) for sentence in sentences]
-    functions, loop_inputs, search_loop = parts
-    for function in (*functions.values(), module.translate):  # traced or compiled: untimed
+    for function in (*parts.functions.values(), module.translate):  # traced: untimed
         function(*texts[0])
-    search_loop(*loop_inputs(*texts[0]))
+    parts.search_loop(*parts.loop_inputs(*texts[0]))
     rounds = []
     for index in range(FLAGS.rounds):
         rounds.append(time_round(model, module, parts, texts, steps.tolist()))
