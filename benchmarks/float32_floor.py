@@ -74,7 +74,8 @@ def _flops(matrices):
     return sum(2 * matrix.shape[0] * matrix.shape[1] for matrix in matrices)
 
 
-def _best_seconds(function):
+def best_seconds(function):
+    """Seconds of the fastest of `_REPEATS` calls of `function`, after an untimed one."""
     function()  # compiles or traces
     times = []
     for _ in range(_REPEATS):
@@ -105,7 +106,7 @@ def step_product_seconds(matrices, rows, xla):
 
         return tf.while_loop(lambda step, _: step < _TIMED_STEPS, body, (0, 0.0))[1]
 
-    return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
+    return best_seconds(lambda: run().numpy()) / _TIMED_STEPS
 
 
 def _best_of_each_sentence(candidates, sentences, beam):
@@ -155,7 +156,7 @@ def selection_seconds(vocab_size, beam, sentences, xla):
 
             return tf.while_loop(lambda step, _: step < _TIMED_STEPS, body, (0, 0.0))[1]
 
-        return _best_seconds(lambda: run().numpy()) / _TIMED_STEPS
+        return best_seconds(lambda: run().numpy()) / _TIMED_STEPS
 
     return min(timed(select) for select in (select_whole, select_per_row, select_chunked))
 
@@ -177,7 +178,7 @@ def square_product_flops_per_second():
     a = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 0))
     b = tf.random.stateless_normal([_SQUARE, _SQUARE], seed=(2, 1))
     product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-    return 2 * _SQUARE**3 / _best_seconds(lambda: product().numpy())
+    return 2 * _SQUARE**3 / best_seconds(lambda: product().numpy())
 
 
 def sentence_steps(model, tokenizer, sentences, search_config, batch_size=64):

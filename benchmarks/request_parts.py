@@ -15,8 +15,8 @@ function in turn, so that the machine's drift falls on all alike), in --rounds r
 * call: a function that only returns its input's length, the cost of calling a
   TensorFlow function from Python (which a TF Serving client does not pay);
 * tokenization: text to source ids;
-* tokenization and encoder: text to the encoder's output, in graph mode as the search
-  runs it;
+* tokenization and encoder: text to the encoder's output and length limits, in graph
+  mode as the search runs it (`BucketedSearch.encode`);
 * search loop: the compiled search of the one-sentence bucket alone, from the padded
   encoder output to the finished hypotheses;
 * request: the whole `translate` signature; less the search loop, what lies outside it
@@ -49,7 +49,6 @@ flags.DEFINE_integer("rounds", 3, "Alternated rounds; medians are reported.", lo
 FLAGS = flags.FLAGS
 
 _BARE_STEPS = 32  # steps of a bare step loop per timed call
-_REPEATS = 5  # timed calls of a bare step loop; the fastest counts
 
 
 def _interleaved_ms(functions, inputs):
@@ -76,16 +75,13 @@ class RequestParts(NamedTuple):
     search_loop: Callable[..., Any]
 
 
-def request_parts(module, model):
-    """The `RequestParts` of `module` (a `TranslationModule` with buckets) over `model`."""
+def request_parts(module):
+    """The `RequestParts` of `module` (a `TranslationModule` with buckets)."""
     import tensorflow as tf
 
-    from convs2s_tf.decoding.beam_search import checked_max_lengths
     from convs2s_tf.decoding.compiled_search import pad_rows_and_positions
-    from convs2s_tf.layers import frozen_kernels
 
     search = module.bucketed_search
-    config = search.search_config
     text_spec = [tf.TensorSpec([None], tf.string)]
 
     @tf.function(input_signature=text_spec)
@@ -98,19 +94,11 @@ def request_parts(module, model):
 
     @tf.function(input_signature=text_spec)
     def encoder(text):
-        source = module.encode_text(text)
-        with frozen_kernels(model, search.kernels):
-            output = model.encode(source, training=False)
-        return output.keys, output.values
+        return search.encode(module.encode_text(text))
 
     @tf.function(input_signature=text_spec)
     def loop_inputs(text):
-        source = module.encode_text(text)
-        with frozen_kernels(model, search.kernels):
-            max_lengths = checked_max_lengths(
-                model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
-            )
-            output = model.encode(source, training=False)
+        output, max_lengths = search.encode(module.encode_text(text))
         padded = tf.nest.map_structure(
             lambda t: pad_rows_and_positions(t, 1, search.buckets.source_length), output
         )
@@ -133,6 +121,7 @@ def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
     skipped; without `selection` the next tokens are fixed."""
     import tensorflow as tf
 
+    from benchmarks.float32_floor import best_seconds
     from convs2s_tf.decoding.candidates import candidates
     from convs2s_tf.decoding.search_step import reorder_cache
     from convs2s_tf.decoding.selection import select
@@ -165,13 +154,7 @@ def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
 
     # The number of steps is an input, as in a search: XLA cannot unroll the loop.
     steps = tf.constant(_BARE_STEPS)
-    run(steps).numpy()  # compiles
-    times = []
-    for _ in range(_REPEATS):
-        start = time.perf_counter()
-        run(steps).numpy()
-        times.append(time.perf_counter() - start)
-    return min(times) / _BARE_STEPS
+    return best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS
 
 
 def time_round(model, module, parts, texts, steps):
@@ -235,7 +218,7 @@ def main(argv):
         model, inference.tokenizer, inference.search_config, SearchBuckets(batch_sizes=(1,))
     )
     steps = sentence_steps(model, inference.tokenizer, sentences, inference.search_config)[0]
-    parts = request_parts(module, model)
+    parts = request_parts(module)
     texts = [(tf.constant([sentence]),) for sentence in sentences]
     for function in (*parts.functions.values(), module.translate):  # traced: untimed
         function(*texts[0])

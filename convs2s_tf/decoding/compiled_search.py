@@ -149,14 +149,19 @@ class BucketedSearch:
             shortlist=self.shortlist,
         )
 
-    def _bucketed(self, source, nbest):
+    def encode(self, source):
+        """`(encoder_output, max_lengths)` of `source` as a bucket's search starts from
+        them, before the padding: in graph mode, on the batch as it is."""
         config = self.search_config
-        batch = tf.shape(source)[0]
         with frozen_kernels(self.model, self.kernels):
             max_lengths = checked_max_lengths(
                 self.model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
             )
-            encoder_output = self.model.encode(source, training=False)
+            return self.model.encode(source, training=False), max_lengths
+
+    def _bucketed(self, source, nbest):
+        batch = tf.shape(source)[0]
+        encoder_output, max_lengths = self.encode(source)
 
         def bucket_branch(rows):
             def run():
