@@ -29,6 +29,7 @@ from convs2s_tf.decoding.beam_state import initial_beam_state
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
+from convs2s_tf.layers.int8_kernel import graph_mode_kernels
 
 __all__ = ["BucketedSearch", "SearchBuckets", "pad_rows_and_positions"]
 
@@ -92,7 +93,9 @@ class BucketedSearch:
         model: A built `ConvS2S` (or `Ensemble`).
         search_config: The `SearchConfig` (its `xla` applies to the graph path).
         buckets: The `SearchBuckets`.
-        kernels: The model's folded kernels (`fold_kernels`), kept by the caller.
+        kernels: The model's folded kernels (`fold_kernels`), kept by the caller, or
+            `Int8Kernel`s of them: the compiled searches multiply int8 by int8, the
+            graph path the same integers in float32 (`graph_mode_kernels`).
         shortlist: A `ShortlistTable` every batch is decoded against, or None. A bucket
             pads its set to the most ids its sources could bring (`capacity`), so the
             compiled shapes stay fixed.
@@ -145,7 +148,7 @@ class BucketedSearch:
             self.model,
             source,
             self.search_config.replace(nbest=nbest),
-            kernels=self.kernels,
+            kernels=graph_mode_kernels(self.kernels),
             shortlist=self.shortlist,
         )
 
@@ -153,7 +156,7 @@ class BucketedSearch:
         """`(encoder_output, max_lengths)` of `source` as a bucket's search starts from
         them, before the padding: in graph mode, on the batch as it is."""
         config = self.search_config
-        with frozen_kernels(self.model, self.kernels):
+        with frozen_kernels(self.model, graph_mode_kernels(self.kernels)):
             max_lengths = checked_max_lengths(
                 self.model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
             )

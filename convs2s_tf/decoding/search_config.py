@@ -28,6 +28,11 @@ class SearchConfig:
         dtype: Compute dtype of the matrix products, "float32" or "bfloat16" (weights
             stay float32; softmax and scores float32).
         xla: XLA-compile the decoder step.
+        int8_weights: Exports and translators hold the folded kernels as int8 with a
+            scale per output column (`Int8Kernel`), and a search step rounds each row it
+            multiplies by them to int8 (float32 compute dtype only). The compiled
+            small-batch searches (`BucketedSearch`) then run those products on the CPU's
+            8-bit units; graph mode computes the same sums in float32.
 
     Example:
 
@@ -45,6 +50,7 @@ class SearchConfig:
     unk_penalty: float = 0.0
     dtype: str = "float32"
     xla: bool = False
+    int8_weights: bool = False
 
     def validate(self, model_max_length: int | None = None) -> SearchConfig:
         """Raises ValueError naming the first setting that cannot work; returns self.
@@ -77,6 +83,11 @@ class SearchConfig:
             )
         if self.dtype not in COMPUTE_DTYPES:
             raise ValueError(f"dtype must be one of {COMPUTE_DTYPES}, got {self.dtype!r}.")
+        if self.int8_weights and self.dtype != "float32":
+            raise ValueError(
+                f"int8 weights multiply float32 rows: they need dtype 'float32', got "
+                f"{self.dtype!r}."
+            )
         return self
 
     def max_length(self, source_length: int) -> int:

@@ -13,6 +13,7 @@ from convs2s_tf.decoding.beam_search import SearchOutput
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
 from convs2s_tf.layers import fold_kernels
 from convs2s_tf.layers.frozen_kernels import foldable_layers
+from convs2s_tf.layers.int8_kernel import Int8Kernel, graph_mode_kernels
 from convs2s_tf.shortlist.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -57,9 +58,10 @@ class TranslationModule(tf.Module):
 
     The weight-normalised kernels are folded (`g * v / ||v||`, and a shared output
     table transposed) into variables when the module is built, so it translates with the
-    weights the model had then. A SavedModel of the module stores those and the model's
-    other variables, each once; `v` and `g` are not stored (the run's checkpoints keep
-    them).
+    weights the model had then; with `search_config.int8_weights` they are held as
+    `Int8Kernel`s (int8 values and a scale per column). A SavedModel of the module stores
+    those and the model's other variables, each once; `v` and `g` are not stored (the
+    run's checkpoints keep them).
     """
 
     def __init__(
@@ -77,10 +79,8 @@ class TranslationModule(tf.Module):
         # transposed), folded once here rather than at every call: at batch 1 recomputing
         # them would be a quarter of a translation. Build the module once the weights are
         # final.
-        self.folded_kernels = [
-            tf.Variable(kernel, trainable=False, name="folded_kernel")
-            for kernel in fold_kernels(model)
-        ]
+        search_config = (search_config or SearchConfig()).validate(model.decoder.max_length)
+        self.folded_kernels = _kernel_variables(fold_kernels(model), search_config.int8_weights)
         # The model's other variables, as tf.Variables: session-based loaders (TF
         # Serving, saved_model_cli) only find variables reachable as such. The ones the
         # folded kernels stand for are never read by the signatures, so a SavedModel
@@ -88,8 +88,7 @@ class TranslationModule(tf.Module):
         # embedding, transposed for the projection).
         replaced = {id(v) for layer in foldable_layers(model) for v in layer.folded_variables}
         self.model_variables = [v.value for v in model.variables if id(v) not in replaced]
-        search_config = search_config or SearchConfig()
-        self.search_config = search_config.validate(model.decoder.max_length)
+        self.search_config = search_config
         self.max_source_length = model.encoder.max_length
         self.buckets = buckets
         self.shortlist = ShortlistTable(shortlist) if shortlist is not None else None
@@ -142,7 +141,7 @@ class TranslationModule(tf.Module):
             source,
             self.search_config.replace(nbest=nbest),
             return_attention=return_attention,
-            kernels=self.folded_kernels,
+            kernels=graph_mode_kernels(self.folded_kernels),
             shortlist=self.shortlist,
         )
 
@@ -217,6 +216,23 @@ class TranslationModule(tf.Module):
             IDS_SIGNATURE: self.translate_ids,
             ATTENTION_SIGNATURE: self.translate_with_attention,
         }
+
+
+def _kernel_variables(
+    kernels: list[tf.Tensor], int8_weights: bool
+) -> list[tf.Variable] | list[Int8Kernel]:
+    """The folded `kernels` as the module's variables: float, or as `Int8Kernel`s of an
+    int8 and a float32 variable each."""
+    if not int8_weights:
+        return [tf.Variable(kernel, trainable=False, name="folded_kernel") for kernel in kernels]
+    quantized = [Int8Kernel.quantize(kernel) for kernel in kernels]
+    return [
+        Int8Kernel(
+            tf.Variable(kernel.values, trainable=False, name="folded_kernel_int8"),
+            tf.Variable(kernel.scales, trainable=False, name="folded_kernel_scales"),
+        )
+        for kernel in quantized
+    ]
 
 
 class TokenIdsTranslationModule(TranslationModule):

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.int8_kernel import Int8Kernel
+
 # The kernels frozen by `frozen_kernels`, by `id(layer)`, per thread: `translate_all`
 # searches two batches at once from two threads, and each traces its own functions
 # (tensors of one function's graph must not leak into another's).
@@ -85,9 +87,19 @@ class TiedTableFolding:
         return tf.transpose(tf.cast(self.token_embedding.embeddings, self.compute_dtype))
 
 
-def frozen_kernel_of(layer: keras.layers.Layer) -> tf.Tensor | None:
-    """The kernel `frozen_kernels` holds for `layer` in this thread, or None."""
+def frozen_kernel_of(layer: keras.layers.Layer) -> tf.Tensor | Int8Kernel | None:
+    """The kernel `frozen_kernels` holds for `layer` in this thread (a tensor or an
+    `Int8Kernel`), or None."""
     return getattr(_FROZEN, "kernels", {}).get(id(layer))
+
+
+def frozen_float_kernel_of(layer: keras.layers.Layer, dtype: tf.DType | str) -> tf.Tensor | None:
+    """`frozen_kernel_of(layer)` as a float tensor in `dtype` (an `Int8Kernel`
+    dequantised), or None."""
+    frozen = frozen_kernel_of(layer)
+    if isinstance(frozen, Int8Kernel):
+        return frozen.dequantize(dtype)
+    return frozen
 
 
 def foldable_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
@@ -125,7 +137,8 @@ def _unfrozen() -> Iterator[None]:
 
 @contextlib.contextmanager
 def frozen_kernels(
-    model: keras.layers.Layer, kernels: Sequence[tf.Tensor | tf.Variable] | None = None
+    model: keras.layers.Layer,
+    kernels: Sequence[tf.Tensor | tf.Variable | Int8Kernel] | None = None,
 ) -> Iterator[None]:
     """Within the block, the foldable layers of `model` use one kernel tensor each.
 
@@ -142,7 +155,9 @@ def frozen_kernels(
     Args:
         model: A Keras layer or model; all its foldable sublayers are frozen.
         kernels: Optional precomputed kernels (tensors or variables), as `fold_kernels`
-            returns them; by default they are computed on entry.
+            returns them, or `Int8Kernel`s of them: the layers' step products then
+            round their rows to int8 (`Int8Kernel.product`), and any other use reads the
+            dequantised kernel. By default the kernels are computed on entry.
 
     Example:
 
@@ -170,7 +185,9 @@ def frozen_kernels(
                 f"Kernel of shape {kernel.shape} given for {layer.name} of shape "
                 f"{layer.folded_kernel_shape}."
             )
-        frozen[id(layer)] = tf.convert_to_tensor(kernel)
+        frozen[id(layer)] = (
+            kernel.as_tensors() if isinstance(kernel, Int8Kernel) else tf.convert_to_tensor(kernel)
+        )
     previous = getattr(_FROZEN, "kernels", {})
     _FROZEN.kernels = {**previous, **frozen}
     try:

@@ -8,7 +8,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.frozen_kernels import WeightNormFolding, frozen_kernel_of
+from convs2s_tf.layers.frozen_kernels import (
+    WeightNormFolding,
+    frozen_float_kernel_of,
+    frozen_kernel_of,
+)
+from convs2s_tf.layers.int8_kernel import Int8Kernel
 
 _PADDINGS = ("same", "causal", "valid")
 
@@ -108,7 +113,7 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
     def kernel(self) -> tf.Tensor:
         """The effective kernel `g * v / ||v||`, shape `[width, in, filters]` (in the
         compute dtype, computed once, inside `frozen_kernels`)."""
-        frozen = frozen_kernel_of(self)
+        frozen = frozen_float_kernel_of(self, self.compute_dtype)
         if frozen is not None:
             return frozen
         v = tf.convert_to_tensor(self.kernel_v.value)
@@ -165,14 +170,16 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
             raise ValueError("step() is only defined for padding='causal'.")
         if not self.built:
             self.build(tf.TensorShape([None, None, inputs.shape[-1]]))
-        kernel = tf.cast(self.kernel, self.compute_dtype)
         inputs = tf.cast(inputs, self.compute_dtype)
         full_window = tf.concat([tf.cast(window, self.compute_dtype), inputs[:, None, :]], axis=1)
         # One matrix product over the flattened window: [batch, k*in] x [k*in, filters].
-        outputs = tf.matmul(
-            tf.reshape(full_window, [tf.shape(full_window)[0], -1]),
-            tf.reshape(kernel, [-1, self.filters]),
-        )
+        rows = tf.reshape(full_window, [tf.shape(full_window)[0], -1])
+        frozen = frozen_kernel_of(self)
+        if isinstance(frozen, Int8Kernel):
+            outputs = frozen.product(rows)
+        else:
+            kernel = tf.cast(self.kernel, self.compute_dtype)
+            outputs = tf.matmul(rows, tf.reshape(kernel, [-1, self.filters]))
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs, full_window[:, 1:, :]

@@ -8,7 +8,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.frozen_kernels import WeightNormFolding, frozen_kernel_of
+from convs2s_tf.layers.frozen_kernels import (
+    WeightNormFolding,
+    frozen_float_kernel_of,
+    frozen_kernel_of,
+)
+from convs2s_tf.layers.int8_kernel import Int8Kernel
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -69,19 +74,22 @@ class WeightNormDense(WeightNormFolding, keras.layers.Layer):
     def kernel(self) -> tf.Tensor:
         """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype
         (in the compute dtype, computed once, inside `frozen_kernels`)."""
-        frozen = frozen_kernel_of(self)
+        frozen = frozen_float_kernel_of(self, self.compute_dtype)
         if frozen is not None:
             return frozen
         v = tf.convert_to_tensor(self.kernel_v.value)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / tf.norm(v, axis=0))
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        kernel = tf.cast(self.kernel, self.compute_dtype)
-        if inputs.shape.rank == 2:
+        frozen = frozen_kernel_of(self)
+        if isinstance(frozen, Int8Kernel):
+            outputs = frozen.product(inputs)
+        elif inputs.shape.rank == 2:
             # A plain product, so graph optimisation fuses the bias into it (a search
             # step projects every hypothesis onto the vocabulary this way).
-            outputs = tf.matmul(inputs, kernel)
+            outputs = tf.matmul(inputs, tf.cast(self.kernel, self.compute_dtype))
         else:
+            kernel = tf.cast(self.kernel, self.compute_dtype)
             outputs = tf.tensordot(inputs, kernel, axes=1)
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)

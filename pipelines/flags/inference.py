@@ -70,6 +70,7 @@ SEARCH_FLAG_FIELDS = {
     "unk_penalty": "unk_penalty",
     "inference_dtype": "dtype",
     "xla_decode": "xla",
+    "int8_weights": "int8_weights",
 }
 
 
@@ -125,6 +126,15 @@ def define_search_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         defaults.xla,
         "XLA-compile the decoder step (sources padded to a multiple of 16 tokens; finished "
         "sentences stay in the batch so shapes stay static).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "int8_weights",
+        defaults.int8_weights,
+        "Hold the model's matrix weights as int8 (a scale per output column) and round each "
+        "row a search step multiplies by them to int8 (float32 only). Batches of up to 4 "
+        "sentences then run those products on the CPU's 8-bit units (AMX, VNNI); "
+        "docs/performance.md gives its speed and BLEU.",
         flag_values=flag_values,
     )
     flags.DEFINE_bool(

@@ -7,8 +7,13 @@ import tensorflow as tf
 from helpers.search_models import tiny_model
 
 from convs2s_tf.decoding import MIN_LENGTH_ERROR, SearchConfig, beam_search
-from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
+from convs2s_tf.decoding.compiled_search import (
+    BucketedSearch,
+    SearchBuckets,
+    pad_rows_and_positions,
+)
 from convs2s_tf.layers import fold_kernels
+from convs2s_tf.layers.int8_kernel import Int8Kernel
 from convs2s_tf.vocabulary import PAD_ID
 
 CONFIG = SearchConfig(beam_size=3, max_len_b=6)
@@ -93,3 +98,54 @@ def test_output_lengths_scale_with_the_source_in_the_compiled_path(model):
     assert np.all(lengths.numpy() <= np.array([[6], [4], [6]]))
     expected = beam_search(model, source, config.replace(nbest=3))
     np.testing.assert_array_equal(lengths.numpy(), expected.lengths.numpy())
+
+
+def _int8_search(model, nbest=3):
+    kernels = [Int8Kernel.quantize(kernel) for kernel in fold_kernels(model)]
+    search = BucketedSearch(model, CONFIG.replace(int8_weights=True), BUCKETS, kernels=kernels)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def run(source):
+        output = search(source, nbest=nbest)
+        return output.tokens, output.scores, output.lengths
+
+    return search, run, kernels
+
+
+def test_int8_kernels_give_the_same_search_compiled_and_in_graph_mode(model):
+    # The compiled buckets multiply int8 by int8 (int32 sums), graph mode the same
+    # integers in float32: every sentence's result is the same on either path.
+    _, run, kernels = _int8_search(model)
+    sentences = SOURCES["three"]
+    graph_tokens, graph_scores, _ = run(tf.constant(sentences + sentences[:2]))  # 5: graph
+    for index, sentence in enumerate(sentences):
+        tokens, scores, _ = run(tf.constant([sentence]))  # bucket of 1: compiled
+        np.testing.assert_array_equal(tokens.numpy()[0], graph_tokens.numpy()[index])
+        np.testing.assert_allclose(scores.numpy()[0], graph_scores.numpy()[index], atol=1e-5)
+    # And it is a search with int8-rounded weights and rows: its best scores are near,
+    # not equal to, the float32 search's.
+    expected = beam_search(model, tf.constant(sentences), CONFIG.replace(nbest=3))
+    best, expected_best = graph_scores.numpy()[:3, 0], expected.scores.numpy()[:, 0]
+    np.testing.assert_allclose(best, expected_best, atol=0.1)
+    assert not np.array_equal(best, expected_best)
+
+
+def test_int8_kernels_reach_an_int8_product_in_the_compiled_loop(model):
+    search, run, _ = _int8_search(model)
+    source = tf.constant(SOURCES["one"])
+    encoder_output, max_lengths = search.encode(source)
+    padded = tf.nest.map_structure(
+        lambda t: pad_rows_and_positions(t, 1, BUCKETS.source_length), encoder_output
+    )
+    hlo = search.compiled_loop.experimental_get_compiler_ir(
+        padded, max_lengths, tf.constant([True]), None
+    )(stage="hlo")
+    int8_dots = [line for line in hlo.splitlines() if " dot(" in line and "s8[" in line]
+    # Every weight product of the step: 3 blocks' convolution, attention in and out
+    # projections, the input and hidden projections, and the vocabulary.
+    assert len(int8_dots) >= 3 * 3 + 2
+
+
+def test_int8_weights_need_float32():
+    with pytest.raises(ValueError, match="int8 weights multiply float32 rows"):
+        SearchConfig(dtype="bfloat16", int8_weights=True).validate()

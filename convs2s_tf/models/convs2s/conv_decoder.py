@@ -10,7 +10,12 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import WeightNormDense
-from convs2s_tf.layers.frozen_kernels import TiedTableFolding, frozen_kernel_of
+from convs2s_tf.layers.frozen_kernels import (
+    TiedTableFolding,
+    frozen_float_kernel_of,
+    frozen_kernel_of,
+)
+from convs2s_tf.layers.int8_kernel import Int8Kernel
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -145,7 +150,7 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         (`[out_embed_dim, vocab]`, axis 1) or, when shared, the token table (`[vocab,
         out_embed_dim]`, axis 0; inside `frozen_kernels` its folded transpose, axis 1) in
         the compute dtype, and the float32 bias (zeros if none)."""
-        folded = frozen_kernel_of(self)
+        folded = frozen_float_kernel_of(self, self.compute_dtype)
         if self.output_projection is not None:
             weights, axis = self.output_projection.kernel, 1
             bias = self.output_projection.bias
@@ -177,7 +182,9 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         else:
             bias = tf.cast(self.output_bias, self.compute_dtype)
             folded = frozen_kernel_of(self)
-            if folded is not None:
+            if isinstance(folded, Int8Kernel):
+                logits = folded.product(features) + bias
+            elif folded is not None:
                 logits = tf.matmul(features, folded) + bias
             else:
                 table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
