@@ -13,9 +13,9 @@ output is already in --work_dir (so an interrupted comparison resumes):
    average of its last 10 epoch checkpoints;
 2. that model converted by CTranslate2's fairseq converter, in float32 and int8;
 3. this project's exports of --model_dir (`pipelines.export`, default speed flags):
-   float32 and bfloat16, each without and with the run's shortlist (built first by
-   `pipelines.build_shortlist` if the run has none);
-4. each of the six translators in a fresh process (`benchmarks.ctranslate2_speed`,
+   float32, bfloat16 and int8 weights (`--int8_weights`), each without and with the
+   run's shortlist (built first by `pipelines.build_shortlist` if the run has none);
+4. each of the eight translators in a fresh process (`benchmarks.ctranslate2_speed`,
    `benchmarks.fresh_saved_model`), beam 5, on the test split: load, batch 1 over the
    first --latency_sentences (mean ms, and again warm), batches of --batch_size sorted by
    length (sentences/s, the first pass), peak resident memory; then sacreBLEU (and the
@@ -41,6 +41,8 @@ EXPORTS = {
     "convs2s_bfloat16": ["--inference_dtype=bfloat16"],
     "convs2s_float32_shortlist": ["--inference_dtype=float32", "--shortlist"],
     "convs2s_bfloat16_shortlist": ["--inference_dtype=bfloat16", "--shortlist"],
+    "convs2s_int8": ["--inference_dtype=float32", "--int8_weights"],
+    "convs2s_int8_shortlist": ["--inference_dtype=float32", "--int8_weights", "--shortlist"],
 }
 # CTranslate2's models of the Transformer: name -> converter quantisation.
 CTRANSLATE2_MODELS = {"transformer_ct2_float32": "float32", "transformer_ct2_int8": "int8"}
