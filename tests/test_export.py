@@ -303,3 +303,40 @@ def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
     np.testing.assert_allclose(
         [h[0][1] for h in translations], [h[0][1] for h in expected], atol=1e-5
     )
+
+
+def test_int8_export_stores_int8_kernels_and_translates_as_the_checkpoint(tiny_run, tmp_path):
+    export_dir = tmp_path / "tiny_int8"
+    _run(
+        [
+            "-m",
+            "pipelines.export",
+            f"--model_dir={tiny_run}",
+            f"--export_dir={export_dir}",
+            "--int8_weights",
+        ]
+        + SEARCH_FLAGS
+    )
+    reader = tf.train.load_checkpoint(str(export_dir / "1" / "variables" / "variables"))
+    dtypes = reader.get_variable_to_dtype_map()
+    model, tokenizer, _, _ = load_trained_model(str(tiny_run))
+    # Every folded kernel as int8 values and float32 scales, nothing else in int8.
+    int8_names = sorted(name for name, dtype in dtypes.items() if dtype == tf.int8)
+    assert len(int8_names) == len(foldable_layers(model))
+    assert all(name.startswith("folded_kernels/") for name in int8_names)
+    in_process = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG.replace(int8_weights=True))
+    served = open_saved_model(str(export_dir))
+    # The whole list (graph mode) and one sentence (a compiled bucket) alike: the same
+    # hypotheses, scores within float32 rounding.
+    for texts in (TEXTS, TEXTS[:1]):
+        served_hypotheses = served.translate(texts, nbest=2)
+        expected = in_process.translate(texts, nbest=2)
+        assert [[h[0] for h in hs] for hs in served_hypotheses] == [
+            [h[0] for h in hs] for hs in expected
+        ]
+        np.testing.assert_allclose(
+            [[h[1] for h in hs] for hs in served_hypotheses],
+            [[h[1] for h in hs] for hs in expected],
+            atol=1e-4,
+        )
+    assert served.translate(TEXTS[:1])[0][0][0] == served.translate(TEXTS)[0][0][0]

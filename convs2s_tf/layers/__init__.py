@@ -6,6 +6,7 @@ from convs2s_tf.layers.conv_box import ConvBox
 from convs2s_tf.layers.frozen_kernels import fold_kernels, frozen_kernels, weight_norm_layers
 from convs2s_tf.layers.glu import GLU
 from convs2s_tf.layers.gradient_scale import GradientScale, scale_gradient
+from convs2s_tf.layers.int8_kernel import Int8Kernel
 from convs2s_tf.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from convs2s_tf.layers.multi_head_attention import MultiHeadAttention
 from convs2s_tf.layers.multi_step_attention import MultiStepAttention
@@ -22,6 +23,7 @@ __all__ = [
     "ConvBox",
     "GLU",
     "GradientScale",
+    "Int8Kernel",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "MultiStepAttention",
