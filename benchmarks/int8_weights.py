@@ -8,6 +8,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.layers.int8_kernel import Int8Kernel
+
 # The fixed scale of the already-quantised rows of the `int8` and `quantized_matmul`
 # forms: standard normal rows within +-3.2 fill int8's range.
 ROWS_PER_UNIT = 40.0
@@ -16,19 +18,16 @@ ROWS_BOUND = 127 / ROWS_PER_UNIT
 
 def quantize_columns(weights):
     """`weights` as int8 with one scale per column, the last axis (symmetric: the
-    column's largest magnitude maps to 127); returns `(int8 values, float32 scales)`."""
-    axes = tuple(range(weights.ndim - 1))
-    scales = np.maximum(np.abs(weights).max(axis=axes), 1e-12) / 127.0
-    return np.round(weights / scales).astype(np.int8), scales.astype(np.float32)
+    column's largest magnitude maps to 127); returns `(int8 values, float32 scales)` as
+    numpy arrays (`Int8Kernel.quantize`, which `--int8_weights` uses)."""
+    kernel = Int8Kernel.quantize(weights)
+    return kernel.values.numpy(), kernel.scales.numpy()
 
 
 def dynamic_int8_product(rows, weights_int8, weight_scales):
     """`rows x weights` through an int8 product: each row scaled to int8 by its largest
-    magnitude, int32 sums scaled back to float32."""
-    row_scales = tf.maximum(tf.reduce_max(tf.abs(rows), axis=1, keepdims=True), 1e-12) / 127.0
-    rows_int8 = tf.cast(tf.round(rows / row_scales), tf.int8)
-    sums = tf.raw_ops.BatchMatMulV3(x=rows_int8, y=weights_int8, Tout=tf.int32)
-    return tf.cast(sums, tf.float32) * row_scales * weight_scales
+    magnitude, int32 sums scaled back to float32 (`Int8Kernel.product`)."""
+    return Int8Kernel(weights_int8, weight_scales).product(rows)
 
 
 def product_forms(rows, weights):
