@@ -13,10 +13,11 @@ is exported with the translate_ids signature only, its dictionaries in assets.ex
 signature served; the exporter "ensemble").
 --export_dir defaults to saved_models/<basename of --model_dir> (of an ensemble: the
 members' base names joined by "+"). The beam search options
-(--beam_size, --max_len_a, ...), --inference_dtype and --xla_decode are fixed in the
-export. Batches of up to 4 sentences are searched by one XLA computation per bucket,
-compiled while the export loads (TF Serving: --xla_cpu_compilation_enabled=true);
---noxla_small_batches exports graph-mode searches alone.
+(--beam_size, --max_len_a, ...), --inference_dtype, --xla_decode and --int8_weights are
+fixed in the export. Batches of up to 4 sentences (with --int8_weights, up to 128) are
+searched by one XLA computation per bucket, compiled while the export loads (TF Serving:
+--xla_cpu_compilation_enabled=true); --noxla_small_batches exports graph-mode searches
+alone.
 """
 
 import os

@@ -162,6 +162,19 @@ def test_only_float32_exports_compile_their_small_batches():
     assert make_exporter("token_ids", buckets=None).compiled_buckets(SearchConfig()) is None
 
 
+def test_int8_exports_compile_large_batches_too():
+    # Graph mode would multiply int8 weights in float32 and pay for rounding the rows;
+    # compiled, they reach the CPU's 8-bit units at every batch size.
+    int8 = SearchConfig(int8_weights=True)
+    exporter = make_exporter("text")
+    assert exporter.compiled_buckets(int8).batch_sizes == (1, 2, 4, 8, 16, 32, 64, 128)
+    assert exporter.warmup_batch_sizes(int8) == [1, 2, 4, 8, 16, 32, 64, 128, 129]
+    assert make_exporter("text", buckets=SearchBuckets((1, 16))).compiled_buckets(
+        int8
+    ).batch_sizes == (1, 16, 32, 64, 128)
+    assert make_exporter("text", buckets=None).compiled_buckets(int8) is None
+
+
 def test_loading_replays_the_warmup_requests_in_order(exported):
     calls = []
 

@@ -31,7 +31,13 @@ from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
 from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.layers.int8_kernel import graph_mode_kernels
 
-__all__ = ["BucketedSearch", "SearchBuckets", "pad_rows_and_positions"]
+__all__ = [
+    "INT8_LARGE_BATCH_SIZES",
+    "BucketedSearch",
+    "SearchBuckets",
+    "compiled_buckets",
+    "pad_rows_and_positions",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,15 +68,27 @@ class SearchBuckets:
         return self.batch_sizes[-1]
 
 
+# The larger buckets of a search with int8 weights: in graph mode its products gain
+# nothing from the 8-bit weights and pay for rounding their rows, while compiled they
+# run on the CPU's 8-bit units (docs/performance.md, "int8 weights").
+INT8_LARGE_BATCH_SIZES = (8, 16, 32, 64, 128)
+
+
 def compiled_buckets(buckets, search_config):
-    """The buckets a search in `search_config`'s dtype compiles: `buckets` in float32,
-    None (graph mode only) in bfloat16.
+    """The buckets a search in `search_config`'s dtype compiles: `buckets` in float32
+    (with int8 weights, followed by `INT8_LARGE_BATCH_SIZES`), None (graph mode only)
+    in bfloat16 or when `buckets` is None.
 
     XLA on CPU computes bfloat16 products without the CPU's bfloat16 units and rounds
     them differently from oneDNN's kernels, so compiled buckets would make a bfloat16
     search slower and change its translations at small batches.
     """
-    return buckets if search_config.dtype == "float32" else None
+    if buckets is None or search_config.dtype != "float32":
+        return None
+    if not search_config.int8_weights:
+        return buckets
+    larger = tuple(size for size in INT8_LARGE_BATCH_SIZES if size > buckets.max_batch_size)
+    return dataclasses.replace(buckets, batch_sizes=buckets.batch_sizes + larger)
 
 
 def pad_rows_and_positions(tensor, rows, positions):

@@ -17,9 +17,10 @@ export is a complete TF Serving version with warm-up requests and server configs
 
 By default small batches are searched by one XLA computation per fixed bucket
 (`SearchBuckets`: batches of up to 4 sentences of up to 64 tokens; larger ones in graph
-mode), and the warm-up requests cover every bucket, so that a server compiles them all
-while it loads the version (TF Serving needs `--xla_cpu_compilation_enabled=true`).
-`make_exporter(name, buckets=None)` exports graph-mode searches alone.
+mode; with int8 weights, up to 128 sentences), and the warm-up requests cover every
+bucket, so that a server compiles them all while it loads the version (TF Serving needs
+`--xla_cpu_compilation_enabled=true`). `make_exporter(name, buckets=None)` exports
+graph-mode searches alone.
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ class Exporter(abc.ABC):
 
     Args:
         buckets: The `SearchBuckets` whose batches are searched by one XLA computation
-            each (default: `SearchBuckets()`) in a float32 export; None: every search in
-            graph mode (for servers without XLA). A bfloat16 export always searches in
-            graph mode (`compiled_buckets`).
+            each (default: `SearchBuckets()`) in a float32 export, followed by larger
+            ones with int8 weights; None: every search in graph mode (for servers
+            without XLA). A bfloat16 export always searches in graph mode
+            (`compiled_buckets`).
         shortlist: A `Shortlist` every batch is decoded against (stored in the export),
             or None: the whole vocabulary.
     """
@@ -147,7 +149,7 @@ class Exporter(abc.ABC):
 
         def write(directory: str) -> None:
             tf.saved_model.save(module, directory, signatures=module.signatures())
-            write_warmup_requests(directory, model_name, self.warmup_requests())
+            write_warmup_requests(directory, model_name, self.warmup_requests(search_config))
             for name, path in assets.items():
                 tf.io.gfile.copy(path, os.path.join(directory, ASSETS_EXTRA, name), overwrite=True)
 
@@ -168,14 +170,16 @@ class Exporter(abc.ABC):
         """The `tf.Module` to save; its `signatures()` are what the export serves."""
 
     @abc.abstractmethod
-    def warmup_requests(self) -> list[WarmupRequest]:
-        """The `WarmupRequest`s TF Serving replays when it loads the export."""
+    def warmup_requests(self, search_config: SearchConfig | None = None) -> list[WarmupRequest]:
+        """The `WarmupRequest`s TF Serving replays when it loads the export of a search
+        in `search_config` (default: `SearchConfig()`)."""
 
-    def warmup_batch_sizes(self) -> list[int]:
-        """Batch sizes the warm-up requests of a searching signature cover: every
-        compiled bucket's (so that none compiles on a client's request), then one batch
-        above them, for the graph path."""
-        sizes = list(self.buckets.batch_sizes) if self.buckets is not None else [1]
+    def warmup_batch_sizes(self, search_config: SearchConfig | None = None) -> list[int]:
+        """Batch sizes the warm-up requests of a searching signature cover: every bucket
+        the search compiles (`compiled_buckets`, so that none compiles on a client's
+        request), then one batch above them, for the graph path."""
+        buckets = self.compiled_buckets(search_config)
+        sizes = list(buckets.batch_sizes) if buckets is not None else [1]
         return sizes + [sizes[-1] + 1]
 
     def extra_assets(self, vocabulary_files: VocabularyFiles | None) -> dict[str, str]:
@@ -220,13 +224,16 @@ class TextExporter(Exporter):
         buckets = self.compiled_buckets(search_config)
         return TranslationModule(model, tokenizer, search_config, buckets, self.shortlist)
 
-    def warmup_requests(self) -> list[WarmupRequest]:
+    def warmup_requests(self, search_config: SearchConfig | None = None) -> list[WarmupRequest]:
         def text(count: int) -> dict[str, tf.Tensor]:
             return {TEXT_SPEC.name: tf.constant(warmup_texts(count), tf.string)}
 
         # serving_default in every bucket; each other signature once (the compiled
         # buckets are shared by the signatures).
-        requests = [WarmupRequest(TRANSLATE_SIGNATURE, text(n)) for n in self.warmup_batch_sizes()]
+        requests = [
+            WarmupRequest(TRANSLATE_SIGNATURE, text(n))
+            for n in self.warmup_batch_sizes(search_config)
+        ]
         requests += [
             WarmupRequest(NBEST_SIGNATURE, text(1)),
             WarmupRequest(ATTENTION_SIGNATURE, text(2)),
@@ -287,12 +294,12 @@ class TokenIdsExporter(Exporter):
         buckets = self.compiled_buckets(search_config)
         return TokenIdsTranslationModule(model, search_config, buckets, self.shortlist)
 
-    def warmup_requests(self) -> list[WarmupRequest]:
+    def warmup_requests(self, search_config: SearchConfig | None = None) -> list[WarmupRequest]:
         return [
             WarmupRequest(
                 IDS_SIGNATURE, {IDS_SPEC.name: tf.constant(_cycled(WARMUP_IDS, n), tf.int32)}
             )
-            for n in self.warmup_batch_sizes()
+            for n in self.warmup_batch_sizes(search_config)
         ]
 
     def extra_assets(self, vocabulary_files: VocabularyFiles | None) -> dict[str, str]:
