@@ -72,10 +72,11 @@ class Int8Kernel(NamedTuple):
     def product(self, rows: tf.Tensor) -> tf.Tensor:
         """`rows` (`[..., in]` float32) times the kernel (flattened to `[in, out]`), in
         float32, with each row rounded to int8 by its largest magnitude."""
-        out = self.values.shape[-1]
-        values = tf.reshape(self.values, [-1, out])
+        values = self.values
+        if values.shape.rank != 2:  # a convolution's `[width, in, out]`
+            values = tf.reshape(values, [-1, values.shape[-1]])
         shape = tf.shape(rows)
-        flat = tf.reshape(rows, [-1, values.shape[0]]) if rows.shape.rank != 2 else rows
+        flat = tf.reshape(rows, [-1, tf.shape(values)[0]]) if rows.shape.rank != 2 else rows
         row_scales = (
             tf.maximum(tf.reduce_max(tf.abs(flat), axis=1, keepdims=True), _SMALLEST_SCALE)
             / INT8_LIMIT
@@ -89,7 +90,7 @@ class Int8Kernel(NamedTuple):
         outputs = sums * row_scales * self.scales
         if rows.shape.rank == 2:
             return outputs
-        return tf.reshape(outputs, tf.concat([shape[:-1], [out]], axis=0))
+        return tf.reshape(outputs, tf.concat([shape[:-1], tf.shape(values)[-1:]], axis=0))
 
 
 def graph_mode_kernels(

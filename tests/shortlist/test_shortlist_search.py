@@ -8,7 +8,8 @@ from helpers.search_models import tiny_model
 
 from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
-from convs2s_tf.layers import fold_kernels
+from convs2s_tf.layers import Int8Kernel, fold_kernels
+from convs2s_tf.layers.int8_kernel import graph_mode_kernels
 from convs2s_tf.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -106,6 +107,29 @@ def test_compiled_buckets_find_what_the_graph_search_finds(model):
     np.testing.assert_array_equal(expected.tokens.numpy(), tokens.numpy())
     np.testing.assert_array_equal(expected.lengths.numpy(), lengths.numpy())
     np.testing.assert_allclose(expected.scores.numpy(), scores.numpy(), atol=1e-5)
+
+
+def test_int8_kernels_search_the_shortlist_alike_compiled_and_in_graph_mode(model):
+    # The shortlist's columns are read in int8 too: the compiled bucket's int8 products
+    # and graph mode's float32 products of the same integers agree.
+    table = ShortlistTable(SHORTLIST)
+    config = SearchConfig(beam_size=3, max_len_b=7, int8_weights=True)
+    kernels = [Int8Kernel.quantize(kernel) for kernel in fold_kernels(model)]
+    search = BucketedSearch(model, config, SearchBuckets(source_length=8), kernels, table)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def run(source):
+        output = search(source, nbest=2)
+        return output.tokens, output.scores, output.lengths
+
+    tokens, scores, lengths = run(SOURCE)  # three sentences: the compiled bucket of 4
+    expected = beam_search(
+        model, SOURCE, config.replace(nbest=2), kernels=graph_mode_kernels(kernels), shortlist=table
+    )
+    np.testing.assert_array_equal(expected.tokens.numpy(), tokens.numpy())
+    np.testing.assert_array_equal(expected.lengths.numpy(), lengths.numpy())
+    np.testing.assert_allclose(expected.scores.numpy(), scores.numpy(), atol=1e-5)
+    assert set(tokens.numpy().ravel()) <= set(SHORTLIST.candidate_ids(SOURCE.numpy()))
 
 
 def test_an_ensemble_of_a_model_with_itself_keeps_the_models_shortlisted_search(model):

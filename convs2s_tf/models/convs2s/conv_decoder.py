@@ -135,7 +135,7 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         features = self._hidden(x, training)
         if output_subset is None:
             return self.output_logits(features)
-        logits = tf.matmul(features, output_subset.kernel) + output_subset.bias
+        logits = output_subset.product(features) + output_subset.bias
         return tf.cast(logits, tf.float32)
 
     def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
@@ -143,6 +143,10 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         False for filler columns): computed once per search, its step logits are the
         full logits' columns `ids` (-inf where not `valid`)."""
         weights, vocabulary_axis, bias = self._projection_weights()
+        projection = self if self.output_projection is None else self.output_projection
+        folded = frozen_kernel_of(projection)
+        if isinstance(folded, Int8Kernel):  # read in int8, `[out_embed_dim, vocab]`
+            weights, vocabulary_axis = folded, 1
         return select_columns(weights, vocabulary_axis, bias, ids, valid, self.compute_dtype)
 
     def _projection_weights(self):

@@ -298,6 +298,9 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
 
     def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
         """The `OutputSubset` of target `ids` (a shortlist; see `ShortlistDecoder`)."""
+        folded = frozen_kernel_of(self)
+        if isinstance(folded, Int8Kernel):  # the table's transpose, in int8
+            return select_columns(folded, 1, self.output_bias, ids, valid, self.compute_dtype)
         table = self.token_embedding.embeddings
         return select_columns(table, 0, self.output_bias, ids, valid, self.compute_dtype)
 
@@ -400,7 +403,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
             logits = self.output_logits(x)[:, 0]
         else:
             # As `output_logits`: the product in the compute dtype, the bias in float32.
-            columns = tf.cast(tf.matmul(x[:, 0], output_subset.kernel), tf.float32)
+            columns = tf.cast(output_subset.product(x[:, 0]), tf.float32)
             logits = columns + tf.cast(output_subset.bias, tf.float32)
         return logits, tf.add_n(weights) / float(len(weights)), tuple(new_state)
 
