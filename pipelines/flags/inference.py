@@ -132,8 +132,9 @@ def define_search_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "int8_weights",
         defaults.int8_weights,
         "Hold the model's matrix weights as int8 (a scale per output column) and round each "
-        "row a search step multiplies by them to int8 (float32 only). Batches of up to 4 "
-        "sentences then run those products on the CPU's 8-bit units (AMX, VNNI); "
+        "row a search step multiplies by them to int8 (float32 only). Batches of up to 128 "
+        "sentences are then searched by compiled buckets whose products run on the CPU's "
+        "8-bit units (AMX, VNNI); with --shortlist it is slower at large batches. "
         "docs/performance.md gives its speed and BLEU.",
         flag_values=flag_values,
     )
