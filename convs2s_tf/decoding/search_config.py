@@ -31,8 +31,9 @@ class SearchConfig:
         int8_weights: Exports and translators hold the folded kernels as int8 with a
             scale per output column (`Int8Kernel`), and a search step rounds each row it
             multiplies by them to int8 (float32 compute dtype only). The compiled
-            small-batch searches (`BucketedSearch`) then run those products on the CPU's
-            8-bit units; graph mode computes the same sums in float32.
+            searches (`BucketedSearch`, batches of up to 128 sentences with these
+            weights: `compiled_buckets`) then run those products on the CPU's 8-bit
+            units; graph mode computes the same sums in float32.
 
     Example:
 
