@@ -93,6 +93,14 @@ class Int8Kernel(NamedTuple):
         return tf.reshape(outputs, tf.concat([shape[:-1], tf.shape(values)[-1:]], axis=0))
 
 
+def kernel_product(rows: tf.Tensor, kernel: tf.Tensor | Int8Kernel) -> tf.Tensor:
+    """`rows` (`[rows, in]`) times `kernel` (`[in, out]`): `Int8Kernel.product` for an
+    `Int8Kernel`, else a plain product in the rows' dtype."""
+    if isinstance(kernel, Int8Kernel):
+        return kernel.product(rows)
+    return tf.matmul(rows, kernel)
+
+
 def graph_mode_kernels(
     kernels: Sequence[tf.Tensor | tf.Variable | Int8Kernel] | None,
 ) -> list[tf.Tensor | tf.Variable | Int8Kernel] | None:

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from convs2s_tf.layers.int8_kernel import Int8Kernel
+from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 
 
 class OutputSubset(NamedTuple):
@@ -25,9 +25,7 @@ class OutputSubset(NamedTuple):
     def product(self, features: tf.Tensor) -> tf.Tensor:
         """`[rows, width]` features times `kernel`, without the bias: `[rows, columns]` in
         the compute dtype (float32 for an `Int8Kernel`)."""
-        if isinstance(self.kernel, Int8Kernel):
-            return self.kernel.product(features)
-        return tf.matmul(features, self.kernel)
+        return kernel_product(features, self.kernel)
 
 
 def select_columns(

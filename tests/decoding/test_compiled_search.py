@@ -39,8 +39,9 @@ def bucketed(model):
     return _search_function(model, nbest=3)
 
 
-def _search_function(model, config=CONFIG, buckets=BUCKETS, nbest=1):
-    search = BucketedSearch(model, config, buckets, kernels=fold_kernels(model))
+def _search_function(model, config=CONFIG, buckets=BUCKETS, nbest=1, kernels=None):
+    kernels = fold_kernels(model) if kernels is None else kernels
+    search = BucketedSearch(model, config, buckets, kernels=kernels)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
@@ -102,13 +103,8 @@ def test_output_lengths_scale_with_the_source_in_the_compiled_path(model):
 
 def _int8_search(model, nbest=3):
     kernels = [Int8Kernel.quantize(kernel) for kernel in fold_kernels(model)]
-    search = BucketedSearch(model, CONFIG.replace(int8_weights=True), BUCKETS, kernels=kernels)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def run(source):
-        output = search(source, nbest=nbest)
-        return output.tokens, output.scores, output.lengths
-
+    config = CONFIG.replace(int8_weights=True)
+    search, run = _search_function(model, config, nbest=nbest, kernels=kernels)
     return search, run, kernels
 
 

@@ -15,7 +15,7 @@ from convs2s_tf.layers.frozen_kernels import (
     frozen_float_kernel_of,
     frozen_kernel_of,
 )
-from convs2s_tf.layers.int8_kernel import Int8Kernel
+from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -186,10 +186,8 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         else:
             bias = tf.cast(self.output_bias, self.compute_dtype)
             folded = frozen_kernel_of(self)
-            if isinstance(folded, Int8Kernel):
-                logits = folded.product(features) + bias
-            elif folded is not None:
-                logits = tf.matmul(features, folded) + bias
+            if folded is not None:
+                logits = kernel_product(features, folded) + bias
             else:
                 table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
                 logits = tf.matmul(features, table, transpose_b=True) + bias

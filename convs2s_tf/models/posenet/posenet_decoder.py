@@ -19,7 +19,7 @@ from convs2s_tf.layers import (
     SinusoidalTiming,
 )
 from convs2s_tf.layers.frozen_kernels import TiedTableFolding, frozen_kernel_of
-from convs2s_tf.layers.int8_kernel import Int8Kernel
+from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
@@ -281,10 +281,8 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         Inside `frozen_kernels` the table's folded transpose is read, in order."""
         bias = tf.cast(self.output_bias, tf.float32)
         folded = frozen_kernel_of(self)
-        if isinstance(folded, Int8Kernel):
-            return folded.product(features), bias
         if folded is not None:
-            return tf.matmul(features, folded), bias
+            return kernel_product(features, folded), bias
         table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
         return tf.matmul(features, table, transpose_b=True), bias
 
