@@ -41,14 +41,13 @@ from typing import Any, Callable, NamedTuple
 
 from absl import app, flags
 
+from benchmarks.bare_step import bare_step_seconds
 from benchmarks.run_files import ROOT, test_sentences
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_integer("sentences", 100, "Test sentences sent one at a time.", lower_bound=1)
 flags.DEFINE_integer("rounds", 3, "Alternated rounds; medians are reported.", lower_bound=1)
 FLAGS = flags.FLAGS
-
-_BARE_STEPS = 32  # steps of a bare step loop per timed call
 
 
 def _interleaved_ms(functions, inputs):
@@ -110,51 +109,6 @@ def request_parts(module):
 
     functions = {"call": call, "tokenization": tokenization, "tokenization and encoder": encoder}
     return RequestParts(functions, loop_inputs, search_loop)
-
-
-def bare_step_seconds(model, search, encoder_output, max_lengths, selection):
-    """Seconds of one batch-1 step alone in an XLA loop: the decoder's step and, with
-    `selection`, the search's candidates, selection and cache reordering (everything of
-    a search step but recording the histories). `search`'s beam, constants and folded
-    kernels; `encoder_output` and `max_lengths` padded to its bucket. The cache is
-    carried from step to step and the logits summed into the carry, so no step can be
-    skipped; without `selection` the next tokens are fixed."""
-    import tensorflow as tf
-
-    from benchmarks.float32_floor import best_seconds
-    from convs2s_tf.decoding.candidates import candidates
-    from convs2s_tf.decoding.search_step import reorder_cache
-    from convs2s_tf.decoding.selection import select
-    from convs2s_tf.layers import frozen_kernels
-
-    decoder, constants = model.decoder, search.constants
-    beam = constants.beam_size
-
-    def body(step, tokens, scores, cache, carry):
-        logits, _, cache = decoder.step(tokens, step, cache, encoder_output, beam)
-        carry += 1e-30 * tf.reduce_sum(logits)
-        if not selection:
-            return step + 1, tf.fill([beam], 4 + step % 16), scores, cache, carry
-        log_probs, ids = candidates(constants, logits, step, max_lengths)
-        chosen = select(constants, log_probs, ids, scores, tf.zeros([1], tf.int32), step)
-        cache = reorder_cache(cache, chosen.alive_beams, tf.zeros([1], tf.int32), beam)
-        return step + 1, tf.reshape(chosen.next_tokens, [-1]), chosen.alive_scores, cache, carry
-
-    @tf.function(jit_compile=True, autograph=False)
-    def run(steps):
-        with frozen_kernels(model, search.kernels):
-            start = (
-                0,
-                tf.fill([beam], 2),
-                tf.zeros([1, beam]),
-                decoder.initial_state(beam, max_steps=search.history_width),
-                tf.constant(0.0),
-            )
-            return tf.while_loop(lambda step, *_: step < steps, body, start)[-1]
-
-    # The number of steps is an input, as in a search: XLA cannot unroll the loop.
-    steps = tf.constant(_BARE_STEPS)
-    return best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS
 
 
 def time_round(model, module, parts, texts, steps):

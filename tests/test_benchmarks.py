@@ -223,6 +223,33 @@ def test_request_parts(short_run):
     assert 0 < summary["loop_fraction_of_request"] and summary["loop_step_share_of_floor"] > 0
 
 
+def test_batch_step_parts(short_run):
+    modes = ("graph", "XLA")
+    line = _last_json(
+        ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", "--sentences=1,3"]
+        + ["--rounds=1"]
+    )
+    assert set(line) == {"1", "3"}
+    for count in ("1", "3"):
+        summary = line[count]["summary"]
+        assert len(line[count]["rounds"]) == 1
+        assert set(summary["ms_per_step"]) == {
+            f"{part}, {mode}" for part in ("decoder step", "step and selection") for mode in modes
+        } | {"floor products", "floor selection"}
+        assert all(value > 0 for value in summary["ms_per_step"].values()), summary
+        assert min(summary["graph_share_of_floor"], summary["xla_share_of_floor"]) > 0
+        assert summary["xla_speedup"] > 0
+
+
+def test_batch_step_parts_refuses_more_sentences_than_the_split_holds(short_run):
+    result = run_python(
+        ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", "--sentences=9"],
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "--sentences: the test split has 8 sentences, fewer than 9" in result.stderr
+
+
 def test_floor_share(short_run):
     # Without --saved_model: the benchmark writes the run's default export.
     line = _last_json(
