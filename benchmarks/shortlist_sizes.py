@@ -6,7 +6,7 @@
 Fits the run's IBM model 1 table once (on its prepared training text) and, for the whole
 vocabulary and then each `K:N` of --sizes (K targets per source piece, the N most
 frequent pieces), builds the translator of the default export in process (compiled
-buckets for batches of up to 4 sentences, graph mode above) and measures:
+buckets for batches of up to 8 sentences, graph mode above) and measures:
 
 * validation and test BLEU (beam 5, batches of --batch_size sorted by length); choose
   the sizes on validation, read test only for the chosen ones;

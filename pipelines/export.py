@@ -14,7 +14,7 @@ signature served; the exporter "ensemble").
 --export_dir defaults to saved_models/<basename of --model_dir> (of an ensemble: the
 members' base names joined by "+"). The beam search options
 (--beam_size, --max_len_a, ...), --inference_dtype, --xla_decode and --int8_weights are
-fixed in the export. Batches of up to 4 sentences (with --int8_weights, up to 128) are
+fixed in the export. Batches of up to 8 sentences (with --int8_weights, up to 128) are
 searched by one XLA computation per bucket, compiled while the export loads (TF Serving:
 --xla_cpu_compilation_enabled=true); --noxla_small_batches exports graph-mode searches
 alone.

@@ -100,7 +100,7 @@ def test_export_layout_and_next_version(exported, tiny_run):
     assert 'name: "tiny"' in (exported / "models.config").read_text()
     assert "max_batch_size" in (exported / "batching_parameters.txt").read_text()
     requests = _warmup_requests(version)
-    # serving_default in every compiled bucket (1, 2, 4 sentences) and once beyond
+    # serving_default in every compiled bucket (1, 2, 4, 8 sentences) and once beyond
     # them, then each other signature once.
     batch_sizes = {}
     for request in requests:
@@ -109,7 +109,7 @@ def test_export_layout_and_next_version(exported, tiny_run):
         batch_sizes.setdefault(name, []).append(tf.make_ndarray(tensor).shape[0])
     assert requests[0].model_spec.signature_name == "serving_default"
     assert batch_sizes == {
-        "serving_default": [1, 2, 4, 5],
+        "serving_default": [1, 2, 4, 8, 9],
         "translate_nbest": [1],
         "translate_with_attention": [2],
         "translate_ids": [1],
@@ -187,7 +187,7 @@ def test_loading_replays_the_warmup_requests_in_order(exported):
     replay_warmup_requests(Recorder(), str(exported / "1"))
     # Every request of a signature the model has, in the file's order (this one has no
     # translate_with_attention).
-    assert calls == [("serving_default", ["text"])] * 4 + [
+    assert calls == [("serving_default", ["text"])] * 5 + [
         ("translate_nbest", ["text"]),
         ("translate_ids", ["source_ids"]),
     ]

@@ -51,7 +51,10 @@ class SearchBuckets:
             to; longer sources take the graph path.
     """
 
-    batch_sizes: tuple = (1, 2, 4)
+    # Up to 8: compiled, a batch of 8 searches 1.13-1.14 times as fast as in graph mode,
+    # one of 16 about as fast, one of 32 slower (docs/performance.md, "A batched step
+    # at fixed rows").
+    batch_sizes: tuple = (1, 2, 4, 8)
     source_length: int = 64
 
     def __post_init__(self):

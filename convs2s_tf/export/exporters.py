@@ -16,7 +16,7 @@ writer (`write_next_version`) and warm-up writer (`write_warmup_requests`), so e
 export is a complete TF Serving version with warm-up requests and server configs.
 
 By default small batches are searched by one XLA computation per fixed bucket
-(`SearchBuckets`: batches of up to 4 sentences of up to 64 tokens; larger ones in graph
+(`SearchBuckets`: batches of up to 8 sentences of up to 64 tokens; larger ones in graph
 mode; with int8 weights, up to 128 sentences), and the warm-up requests cover every
 bucket, so that a server compiles them all while it loads the version (TF Serving needs
 `--xla_cpu_compilation_enabled=true`). `make_exporter(name, buckets=None)` exports

@@ -108,7 +108,7 @@ class TextFunctionsTranslator(Translator):
 class CheckpointTranslator(TextFunctionsTranslator):
     """Translates with an in-process model (e.g. restored from a checkpoint).
 
-    Like the default float32 export, it searches batches that fit a bucket (up to 4
+    Like the default float32 export, it searches batches that fit a bucket (up to 8
     sentences of up to 64 pieces) as one XLA computation per bucket, and larger batches
     in graph mode. Each bucket compiles once, in seconds:
 

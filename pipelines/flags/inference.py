@@ -236,8 +236,8 @@ def define_export_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool(
         "xla_small_batches",
         True,
-        "Search batches of up to 4 sentences of up to 64 tokens as one XLA computation per "
-        "bucket of 1, 2 or 4 sentences, compiled while the export loads (its warm-up "
+        "Search batches of up to 8 sentences of up to 64 tokens as one XLA computation per "
+        "bucket of 1, 2, 4 or 8 sentences, compiled while the export loads (its warm-up "
         "requests cover every bucket); TF Serving then needs "
         "--xla_cpu_compilation_enabled=true. --noxla_small_batches: graph mode only. Float32 "
         "exports only: a bfloat16 export searches in graph mode (XLA on CPU does not use the "

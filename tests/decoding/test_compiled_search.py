@@ -52,7 +52,7 @@ def _search_function(model, config=CONFIG, buckets=BUCKETS, nbest=1, kernels=Non
 
 
 def test_buckets_are_validated_and_increasing():
-    assert SearchBuckets().batch_sizes == (1, 2, 4)
+    assert SearchBuckets().batch_sizes == (1, 2, 4, 8)
     assert SearchBuckets(batch_sizes=[1, 3]).max_batch_size == 3
     for sizes in ((), (2, 1), (0, 1), (1, 1)):
         with pytest.raises(ValueError, match="batch_sizes"):

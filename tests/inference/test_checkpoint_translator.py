@@ -38,7 +38,7 @@ def test_a_bucket_compiles_on_its_second_batch_without_warm_up(inference, graph_
     _assert_same(translator.translate(TEXTS[:1]), graph_translations[1][0])
     assert not translator._compiled_functions
     # A batch above the buckets never compiles anything.
-    translator.translate(TEXTS * 2)
+    translator.translate(TEXTS * 3)
     assert not translator._compiled_functions
     # The bucket's second batch (here a 3-best one) runs compiled, with the same results.
     _assert_same(translator.translate(TEXTS[:1], nbest=3), graph_translations[1][1])
