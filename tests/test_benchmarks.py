@@ -226,10 +226,18 @@ def test_request_parts(short_run):
 def test_batch_step_parts(short_run):
     modes = ("graph", "XLA")
     line = _last_json(
-        ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", "--sentences=1,3"]
-        + ["--rounds=1"]
+        ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", "--sentences=3,1"]
+        + ["--rounds=1", "--search_batch_size=3"]
     )
-    assert set(line) == {"1", "3"}
+    assert set(line) == {"1", "3", "search"}
+    search = line["search"]
+    # The 8 test sentences in batches of 3, 2 and 3: every step of each batch counted.
+    assert search["batch_size"] == 3 and search["steps"] >= 3 and len(search["rounds"]) == 1
+    summary = search["summary"]
+    assert all(summary[key] > 0 for key in summary), summary
+    assert summary["floor_share_of_steps"] == pytest.approx(
+        summary["floor_steps_seconds"] / summary["graph_steps_seconds"], abs=0.002
+    )
     for count in ("1", "3"):
         summary = line[count]["summary"]
         assert len(line[count]["rounds"]) == 1
@@ -241,13 +249,20 @@ def test_batch_step_parts(short_run):
         assert summary["xla_speedup"] > 0
 
 
-def test_batch_step_parts_refuses_more_sentences_than_the_split_holds(short_run):
-    result = run_python(
-        ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", "--sentences=9"],
-        check=False,
-    )
-    assert result.returncode != 0
-    assert "--sentences: the test split has 8 sentences, fewer than 9" in result.stderr
+def test_batch_step_parts_refuses_counts_it_cannot_time(short_run):
+    for flags, error in (
+        (["--sentences=9"], "--sentences: the test split has 8 sentences, fewer than 9"),
+        (
+            ["--sentences=2,4", "--search_batch_size=4"],
+            "--search_batch_size=4 needs --sentences from 1 to at least 4",
+        ),
+    ):
+        result = run_python(
+            ["-m", "benchmarks.batch_step_parts", f"--model_dir={short_run}", *flags],
+            check=False,
+        )
+        assert result.returncode != 0
+        assert error in result.stderr
 
 
 def test_floor_share(short_run):
