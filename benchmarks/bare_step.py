@@ -5,14 +5,15 @@ time against the float32 floor."""
 _BARE_STEPS = 32  # steps of a bare step loop per timed call
 
 
-def bare_step_seconds(model, search, encoder_output, max_lengths, selection, xla=True):
-    """Seconds of one step of `max_lengths`' sentences alone in a loop (XLA, or graph
-    mode): the decoder's step and, with `selection`, the search's candidates, selection
-    and cache reordering (everything of a search step but recording the histories and,
-    in graph mode, dropping the sentences that are done). `search` is a `BucketedSearch`
-    (its beam, constants and folded kernels); `encoder_output` is the sentences'
-    (padded to the bucket's positions for XLA) and `max_lengths` their `[sentences]`
-    length limits.
+def bare_step_timer(model, search, encoder_output, max_lengths, selection, xla=True):
+    """A function returning the seconds of one step of `max_lengths`' sentences alone in
+    a loop (XLA, or graph mode): the decoder's step and, with `selection`, the search's
+    candidates, selection and cache reordering (everything of a search step but
+    recording the histories and, in graph mode, dropping the sentences that are done).
+    The loop is traced (and compiled) on the first call only; each call times it anew.
+    `search` is a `BucketedSearch` (its beam, constants and folded kernels);
+    `encoder_output` is the sentences' (padded to the bucket's positions for XLA) and
+    `max_lengths` their `[sentences]` length limits.
 
     The cache is carried from step to step and the logits summed into the carry, so no
     step can be skipped; without `selection` the next tokens are fixed. Every row stays
@@ -56,4 +57,4 @@ def bare_step_seconds(model, search, encoder_output, max_lengths, selection, xla
 
     # The number of steps is an input, as in a search: XLA cannot unroll the loop.
     steps = tf.constant(_BARE_STEPS)
-    return best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS
+    return lambda: best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS

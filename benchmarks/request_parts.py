@@ -41,7 +41,7 @@ from typing import Any, Callable, NamedTuple
 
 from absl import app, flags
 
-from benchmarks.bare_step import bare_step_seconds
+from benchmarks.bare_step import bare_step_timer
 from benchmarks.run_files import ROOT, test_sentences
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
@@ -133,8 +133,8 @@ def time_round(model, module, parts, texts, steps):
     step = {
         # Less the call from Python, which a loop inside `translate` does not pay.
         "search loop": (request["search loop"] - request["call"]) * len(texts) / sum(steps),
-        "decoder step alone": 1000.0 * bare_step_seconds(model, search, *padded[0], False),
-        "decoder step and selection": 1000.0 * bare_step_seconds(model, search, *padded[0], True),
+        "decoder step alone": 1000.0 * bare_step_timer(model, search, *padded[0], False)(),
+        "decoder step and selection": 1000.0 * bare_step_timer(model, search, *padded[0], True)(),
         "floor products": 1000.0 * products,
         "floor selection": 1000.0 * selection,
     }
