@@ -41,7 +41,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks.bare_step import bare_step_timer
-from benchmarks.run_files import ROOT, test_sentences
+from benchmarks.run_files import ROOT, index_batches, length_order, test_sentences
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_list("sentences", ["8", "32", "128"], "Sentence counts of the timed steps.")
@@ -161,8 +161,7 @@ def search_batches(inference, batch_size):
     from benchmarks.float32_floor import active_rows, sentence_steps
 
     sentences = test_sentences(FLAGS.model_dir)
-    order = sorted(range(len(sentences)), key=lambda index: len(sentences[index]))
-    indices = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    indices = index_batches(length_order([len(sentence) for sentence in sentences]), batch_size)
     search = inference.search_config
     steps = sentence_steps(inference.model, inference.tokenizer, sentences, search)[0]
     active = active_rows(steps, indices, search.beam_size) // search.beam_size

@@ -33,6 +33,7 @@ from absl import app, flags
 
 from benchmarks import fairseq_commands, fairseq_training, fairseq_transformer
 from benchmarks.comparison_report import cpu_description
+from benchmarks.run_files import length_order
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # This project's exports: name -> pipelines.export flags.
@@ -189,7 +190,7 @@ class TestSplit:
         )
         processor = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path)
         lengths = [len(pieces) for pieces in processor.encode(self.sources)]
-        self.order = sorted(range(len(self.sources)), key=lambda index: lengths[index])
+        self.order = length_order(lengths)
         self.latency_input = _write_lines(
             os.path.join(work_dir, "first.txt"), self.sources[: FLAGS.latency_sentences]
         )

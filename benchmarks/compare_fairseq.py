@@ -42,6 +42,7 @@ from absl import app, flags
 
 from benchmarks import comparison_report, fairseq_commands
 from benchmarks.fresh_saved_model import translate_in_batches
+from benchmarks.run_files import length_order, split_paths
 from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.inference import BATCH_SIZE
 
@@ -118,7 +119,7 @@ class Comparison:
         self.processor = spm.SentencePieceProcessor(model_file=export.sentencepiece_model)
         lengths = [len(pieces) for pieces in self.processor.encode(sources)]
         # Shortest first, as fairseq's ordered_indices (a stable sort by length).
-        self.order = sorted(range(len(sources)), key=lambda index: lengths[index])
+        self.order = length_order(lengths)
         self.first = sources[: FLAGS.latency_sentences]
         self.results = {"sentences": len(sources), "latency_sentences": len(self.first)}
         self.translations = {}
@@ -288,23 +289,19 @@ class Comparison:
             self.results[f"import_{name}_loads_tensorflow"] = stdout.strip() == "True"
 
 
-def read_split(run_config):
+def read_split():
     """The source and reference lines of --split, limited to --sentences."""
-    from convs2s_tf.data.data_directory import PreparedData
-    from convs2s_tf.runs import RunDirectory
-
-    data_dir = FLAGS.data_dir or RunDirectory(FLAGS.model_dir).data_dir(run_config)
-    if not data_dir:
-        raise app.UsageError(f"{FLAGS.model_dir} names no data_dir: give --data_dir.")
-    source_path, reference_path = PreparedData.load(data_dir).split_paths(FLAGS.split)
+    try:
+        paths = split_paths(FLAGS.model_dir, FLAGS.split, FLAGS.data_dir)
+    except ValueError as error:
+        raise app.UsageError(f"{error}: give --data_dir.")
     limit = FLAGS.sentences or None
-    return read_lines(source_path)[:limit], read_lines(reference_path)[:limit]
+    return tuple(read_lines(path)[:limit] for path in paths)
 
 
 def main(argv):
     del argv
     from convs2s_tf.interop.fairseq_export import export_run
-    from convs2s_tf.runs import RunDirectory
 
     unknown = sorted(set(FLAGS.skip) - set(PARTS))
     if unknown:
@@ -312,7 +309,7 @@ def main(argv):
     search_config = SearchConfig(
         beam_size=FLAGS.beam_size, max_len_a=FLAGS.max_len_a, max_len_b=FLAGS.max_len_b
     ).validate()
-    sources, references = read_split(RunDirectory(FLAGS.model_dir).read_config())
+    sources, references = read_split()
     with tempfile.TemporaryDirectory() as temporary:
         work_dir = FLAGS.work_dir or temporary
         os.makedirs(work_dir, exist_ok=True)

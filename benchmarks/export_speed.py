@@ -30,6 +30,7 @@ import time
 from absl import app, flags
 
 from benchmarks.fresh_saved_model import request_milliseconds
+from benchmarks.run_files import length_order
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
@@ -63,7 +64,7 @@ def _latency(translator, sentences):
 
 
 def _throughput(translator, sentences, batch_size):
-    order = sorted(range(len(sentences)), key=lambda index: len(sentences[index]))
+    order = length_order([len(sentence) for sentence in sentences])
     result = {}
     for name in ("first_pass", "second_pass"):
         start = time.perf_counter()

@@ -34,7 +34,13 @@ import time
 from absl import app, flags
 
 from benchmarks.fresh_saved_model import request_milliseconds, translate_in_batches
-from benchmarks.run_files import ROOT, export_default, test_sentences
+from benchmarks.run_files import (
+    ROOT,
+    export_default,
+    index_batches,
+    length_order,
+    test_sentences,
+)
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
 flags.DEFINE_string("saved_model", None, "Time this export instead of a new default one.")
@@ -122,9 +128,9 @@ def main(argv):
     if FLAGS.ctranslate2_model and not FLAGS.ctranslate2_sentencepiece:
         raise app.UsageError("--ctranslate2_model needs --ctranslate2_sentencepiece.")
     first = sources[: FLAGS.latency_sentences]
-    order = sorted(range(len(sources)), key=lambda index: len(sources[index]))
+    order = length_order([len(source) for source in sources])
     ordered = [sources[index] for index in order]
-    batches = [order[i : i + FLAGS.batch_size] for i in range(0, len(order), FLAGS.batch_size)]
+    batches = index_batches(order, FLAGS.batch_size)
     inference = load_inference_model(FLAGS.model_dir)
     beam = inference.search_config.beam_size
     # In corpus order: the first ones are the batch-1 floor's sentences.

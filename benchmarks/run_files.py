@@ -7,19 +7,20 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_split_paths(model_dir):
-    """`(sources, references)`: the paths of the run's prepared test split.
+def split_paths(model_dir, split="test", data_dir=None):
+    """`(sources, references)`: the paths of a prepared split of the run's data, or of
+    `data_dir`'s.
 
     Raises:
-        ValueError: The run names no prepared data.
+        ValueError: The run names no prepared data and no `data_dir` is given.
     """
     from convs2s_tf.data.data_directory import PreparedData
     from convs2s_tf.runs import RunDirectory, read_run_config
 
-    data_dir = RunDirectory(model_dir).data_dir(read_run_config(model_dir))
+    data_dir = data_dir or RunDirectory(model_dir).data_dir(read_run_config(model_dir))
     if not data_dir:
         raise ValueError(f"{model_dir} names no data_dir")
-    return PreparedData.load(data_dir).split_paths("test")
+    return PreparedData.load(data_dir).split_paths(split)
 
 
 def test_sentences(model_dir, count=None):
@@ -30,7 +31,7 @@ def test_sentences(model_dir, count=None):
     """
     from convs2s_tf.data.text_files import read_lines
 
-    sources = read_lines(test_split_paths(model_dir)[0])
+    sources = read_lines(split_paths(model_dir)[0])
     if count is not None and len(sources) < count:
         raise ValueError(f"the test split has {len(sources)} sentences, fewer than {count}")
     return sources[:count]
@@ -47,3 +48,14 @@ def export_default(model_dir, export_dir, env=None):
         env=env,
     )
     return export_dir
+
+
+def length_order(lengths):
+    """Indices of `lengths` from the shortest to the longest, equal lengths in their first
+    order (a stable sort, as fairseq's `ordered_indices`)."""
+    return sorted(range(len(lengths)), key=lengths.__getitem__)
+
+
+def index_batches(order, batch_size):
+    """`order` cut into consecutive lists of `batch_size` indices (the last one shorter)."""
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
