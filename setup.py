@@ -25,6 +25,8 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     "test": [
         "pytest>=8,<10",
+        # scripts/run_tests.sh runs the suite in two processes (`-n`, `--dist loadfile`).
+        "pytest-xdist>=3.5,<4",
         "flake8>=7,<8",
         "black>=24",
         "isort>=5.13",

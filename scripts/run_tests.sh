@@ -18,4 +18,6 @@ python3 -m flake8 convs2s_tf pipelines tests benchmarks
 python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
 python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
 python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
-python3 -m pytest --durations=15 "$@"
+# Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
+# module's fixtures (a trained run, an export) are made once.
+python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"

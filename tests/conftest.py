@@ -32,6 +32,17 @@ def _seed():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _absl_verbosity():
+    # A pipeline run in process (`pipelines.cli.run`) lowers absl's verbosity to WARNING;
+    # restored, it cannot hide the INFO messages a later test of the same process reads.
+    from absl import logging as absl_logging
+
+    verbosity = absl_logging.get_verbosity()
+    yield
+    absl_logging.set_verbosity(verbosity)
+
+
 @pytest.fixture(scope="session")
 def small_corpus(tmp_path_factory):
     """A local en-de corpus from real Multi30k lines: 2,000 training pairs (gzip),

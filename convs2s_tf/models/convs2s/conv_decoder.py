@@ -142,11 +142,12 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         """The `OutputSubset` of target `ids` (`[columns]` int32; `valid` `[columns]` bool,
         False for filler columns): computed once per search, its step logits are the
         full logits' columns `ids` (-inf where not `valid`)."""
-        weights, vocabulary_axis, bias = self._projection_weights()
         projection = self if self.output_projection is None else self.output_projection
         folded = frozen_kernel_of(projection)
         if isinstance(folded, Int8Kernel):  # read in int8, `[out_embed_dim, vocab]`
-            weights, vocabulary_axis = folded, 1
+            weights, vocabulary_axis, bias = folded, 1, self._projection_bias()
+        else:
+            weights, vocabulary_axis, bias = self._projection_weights()
         return select_columns(weights, vocabulary_axis, bias, ids, valid, self.compute_dtype)
 
     def _projection_weights(self):
@@ -157,14 +158,21 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         folded = frozen_float_kernel_of(self, self.compute_dtype)
         if self.output_projection is not None:
             weights, axis = self.output_projection.kernel, 1
-            bias = self.output_projection.bias
         elif folded is not None:
-            weights, axis, bias = folded, 1, self.output_bias
+            weights, axis = folded, 1
         else:
-            weights, axis, bias = self.token_embedding.embeddings, 0, self.output_bias
+            weights, axis = self.token_embedding.embeddings, 0
+        return tf.cast(weights, self.compute_dtype), axis, self._projection_bias()
+
+    def _projection_bias(self):
+        """The vocabulary projection's float32 bias (zeros if it has none)."""
+        if self.output_projection is not None:
+            bias = self.output_projection.bias
+        else:
+            bias = self.output_bias
         if bias is None:
-            bias = tf.zeros([self.vocab_size], tf.float32)
-        return tf.cast(weights, self.compute_dtype), axis, tf.cast(bias, tf.float32)
+            return tf.zeros([self.vocab_size], tf.float32)
+        return tf.cast(bias, tf.float32)
 
     @property
     def output_table_is_tied(self) -> bool:
