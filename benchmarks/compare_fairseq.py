@@ -42,7 +42,7 @@ from absl import app, flags
 
 from benchmarks import comparison_report, fairseq_commands
 from benchmarks.fresh_saved_model import translate_in_batches
-from benchmarks.run_files import length_order, split_paths
+from benchmarks.run_files import length_order, run_data_dir
 from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.inference import BATCH_SIZE
 
@@ -291,12 +291,15 @@ class Comparison:
 
 def read_split():
     """The source and reference lines of --split, limited to --sentences."""
+    from convs2s_tf.data.data_directory import PreparedData
+
     try:
-        paths = split_paths(FLAGS.model_dir, FLAGS.split, FLAGS.data_dir)
+        data_dir = FLAGS.data_dir or run_data_dir(FLAGS.model_dir)
     except ValueError as error:
         raise app.UsageError(f"{error}: give --data_dir.")
+    source_path, reference_path = PreparedData.load(data_dir).split_paths(FLAGS.split)
     limit = FLAGS.sentences or None
-    return tuple(read_lines(path)[:limit] for path in paths)
+    return read_lines(source_path)[:limit], read_lines(reference_path)[:limit]
 
 
 def main(argv):

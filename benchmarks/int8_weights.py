@@ -110,7 +110,7 @@ def int8_weights_scores(model_dir, batch_size=128):
     int8 (`quantize_columns`), and how many translations the rounding left unchanged."""
     import tensorflow_text  # noqa: F401  (the tokenizer's ops)
 
-    from benchmarks.run_files import split_paths
+    from benchmarks.run_files import test_split_paths
     from convs2s_tf.data.text_files import read_lines
     from convs2s_tf.evaluation.bleu import corpus_scores
     from convs2s_tf.export.translation_module import TranslationModule
@@ -118,7 +118,7 @@ def int8_weights_scores(model_dir, batch_size=128):
     from convs2s_tf.inference.translator import length_sorted_batches
 
     inference = load_inference_model(model_dir)
-    sources, references = (read_lines(path) for path in split_paths(model_dir))
+    sources, references = (read_lines(path) for path in test_split_paths(model_dir))
     module = TranslationModule(inference.model, inference.tokenizer, inference.search_config)
     batches = length_sorted_batches(sources, batch_size)
 

@@ -7,20 +7,29 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def split_paths(model_dir, split="test", data_dir=None):
-    """`(sources, references)`: the paths of a prepared split of the run's data, or of
-    `data_dir`'s.
+def run_data_dir(model_dir):
+    """The prepared data directory the run in `model_dir` names.
 
     Raises:
-        ValueError: The run names no prepared data and no `data_dir` is given.
+        ValueError: The run names none.
     """
-    from convs2s_tf.data.data_directory import PreparedData
     from convs2s_tf.runs import RunDirectory, read_run_config
 
-    data_dir = data_dir or RunDirectory(model_dir).data_dir(read_run_config(model_dir))
+    data_dir = RunDirectory(model_dir).data_dir(read_run_config(model_dir))
     if not data_dir:
         raise ValueError(f"{model_dir} names no data_dir")
-    return PreparedData.load(data_dir).split_paths(split)
+    return data_dir
+
+
+def test_split_paths(model_dir):
+    """`(sources, references)`: the paths of the run's prepared test split.
+
+    Raises:
+        ValueError: The run names no prepared data.
+    """
+    from convs2s_tf.data.data_directory import PreparedData
+
+    return PreparedData.load(run_data_dir(model_dir)).split_paths("test")
 
 
 def test_sentences(model_dir, count=None):
@@ -31,7 +40,7 @@ def test_sentences(model_dir, count=None):
     """
     from convs2s_tf.data.text_files import read_lines
 
-    sources = read_lines(split_paths(model_dir)[0])
+    sources = read_lines(test_split_paths(model_dir)[0])
     if count is not None and len(sources) < count:
         raise ValueError(f"the test split has {len(sources)} sentences, fewer than {count}")
     return sources[:count]

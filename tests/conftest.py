@@ -36,11 +36,14 @@ def _seed():
 def _absl_verbosity():
     # A pipeline run in process (`pipelines.cli.run`) lowers absl's verbosity to WARNING;
     # restored, it cannot hide the INFO messages a later test of the same process reads.
+    # (Its own level, unset at first: `get_verbosity` would give the effective level, and
+    # setting that would stop the logger from following the root level `caplog` sets.)
     from absl import logging as absl_logging
 
-    verbosity = absl_logging.get_verbosity()
+    logger = absl_logging.get_absl_logger()
+    level = logger.level
     yield
-    absl_logging.set_verbosity(verbosity)
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -142,7 +142,7 @@ def test_two_processes_prepare_once(tmp_path, data_dir):
 
 
 def test_killed_holder_is_taken_over(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, data_dir],
         cwd=ROOT,
@@ -172,7 +172,7 @@ def test_killed_holder_is_taken_over(data_dir, caplog):
 
 
 def test_old_heartbeat_of_another_host_is_taken_over(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     write_lock(data_dir, "other-host", 4242, time.time() - 3600)
     result = prepare_once(data_dir, lambda: False, lambda: write_output(data_dir), sleep=no_sleep)
     assert result == ("outputs", True)
@@ -182,7 +182,7 @@ def test_old_heartbeat_of_another_host_is_taken_over(data_dir, caplog):
 
 
 def test_fresh_heartbeat_of_another_host_is_waited_on(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     fake = FakeTime()
     path = write_lock(data_dir, "other-host", 4242, fake.now)
     with open(path, encoding="utf-8") as file:
@@ -208,7 +208,7 @@ def test_fresh_heartbeat_of_another_host_is_waited_on(data_dir, caplog):
 
 
 def test_heartbeat_that_stops_is_taken_over_whatever_the_clocks(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     fake = FakeTime()
     # The file server's clock is an hour ahead of this host's: the heartbeat looks fresh
     # by the clock, but it never changes while the waiter watches.
@@ -265,7 +265,7 @@ def test_take_over_claimed_by_another_contender_is_waited_for(data_dir):
 
 
 def test_lock_replaced_during_take_over_is_put_back(data_dir, monkeypatch, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     write_lock(data_dir, "other-host", 4242, time.time() - 3600)
     rename = os.rename
 
@@ -309,7 +309,7 @@ def test_error_in_prepare_releases_the_lock(data_dir):
 
 
 def test_contenders_for_a_stale_lock_hold_it_one_at_a_time(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="absl")
+    caplog.set_level(logging.INFO)
     write_lock(data_dir, "other-host", 4242, time.time() - 3600)
     contenders = 8
     start = threading.Barrier(contenders)
