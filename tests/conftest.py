@@ -9,7 +9,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from helpers.corpora import multi30k_lines, write_multi30k_split  # noqa: E402, F401
+from helpers.corpora import (  # noqa: E402, F401
+    multi30k_lines,
+    write_local_corpus,
+    write_multi30k_split,
+)
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
 # Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
@@ -50,17 +54,14 @@ def _absl_verbosity():
 def small_corpus(tmp_path_factory):
     """A local en-de corpus from real Multi30k lines: 2,000 training pairs (gzip),
     200 validation and 200 test pairs (plain). Returns {split: prefix}."""
-    root = tmp_path_factory.mktemp("small_corpus")
-    sizes = {
-        "train": ("train", 2000),
-        "validation": ("val", 200),
-        "test": ("test_2016_flickr", 200),
-    }
-    prefixes = {}
-    for split, (stem, count) in sizes.items():
-        prefixes[split] = str(root / split)
-        write_multi30k_split(prefixes[split], stem, count, compress=split == "train")
-    return prefixes
+    return write_local_corpus(tmp_path_factory.mktemp("small_corpus"), 2000, 200, 200)
+
+
+@pytest.fixture(scope="session")
+def short_corpus(tmp_path_factory):
+    """`small_corpus` cut to 500 training pairs and 40 validation and test pairs: for
+    runs that must see whole epochs (or many of them), not learn."""
+    return write_local_corpus(tmp_path_factory.mktemp("short_corpus"), 500, 40, 40)
 
 
 @pytest.fixture(scope="session")

@@ -46,14 +46,14 @@ def _last_json(arguments):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _tiny_config(small_corpus, tmp_path):
+def _tiny_config(short_corpus, tmp_path):
     """A config as configs/multi30k_en_de.cfg is, over the small corpus and a tiny model."""
     config = tmp_path / "tiny.cfg"
     config.write_text(
         "\n".join(
             [
                 f"--data_dir={tmp_path / 'data'}",
-                *local_corpus_flags(small_corpus),
+                *local_corpus_flags(short_corpus),
                 *TINY_MODEL_FLAGS,
             ]
         )
@@ -62,8 +62,8 @@ def _tiny_config(small_corpus, tmp_path):
     return config
 
 
-def test_train_throughput(small_corpus, tmp_path):
-    config = _tiny_config(small_corpus, tmp_path)
+def test_train_throughput(short_corpus, tmp_path):
+    config = _tiny_config(short_corpus, tmp_path)
     line = _last_json(
         [
             "-m",
@@ -78,8 +78,8 @@ def test_train_throughput(small_corpus, tmp_path):
     assert (line["preset"], line["steps"]) == ("config", 2)
 
 
-def test_train_profile(small_corpus, tmp_path):
-    config = _tiny_config(small_corpus, tmp_path)
+def test_train_profile(short_corpus, tmp_path):
+    config = _tiny_config(short_corpus, tmp_path)
     line = _last_json(
         [
             "-m",
@@ -396,10 +396,10 @@ def test_iterator_deletion():
     assert line["flat_map_max_boundary_gap_seconds"] >= 0
 
 
-def test_family_comparison(small_corpus, tmp_path):
+def test_family_comparison(short_corpus, tmp_path):
     # One arm (every arm takes the same path): a tiny PoseNet trained on the small corpus,
     # scored and timed on SENTENCES validation and test pairs.
-    corpus = {"train": small_corpus["train"]}
+    corpus = {"train": short_corpus["train"]}
     for split, stem in (("validation", "val"), ("test", "test_2016_flickr")):
         corpus[split] = str(tmp_path / split)
         write_multi30k_split(corpus[split], stem, SENTENCES)

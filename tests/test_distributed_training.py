@@ -23,13 +23,13 @@ from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
 WORKERS = 2
 
 
-def worker_command(tmp_path, small_corpus, index, extra):
+def worker_command(tmp_path, short_corpus, index, extra):
     return [
         sys.executable,
         "-m",
         "tests.helpers.recorded_training",
         str(tmp_path / f"record_{index}.jsonl"),
-        *local_corpus_flags(small_corpus),
+        *local_corpus_flags(short_corpus),
         *TINY_MODEL_FLAGS,
         f"--data_dir={tmp_path / 'data'}",
         f"--model_dir={tmp_path / 'run'}",
@@ -46,7 +46,7 @@ def worker_command(tmp_path, small_corpus, index, extra):
     ]
 
 
-def start_workers(tmp_path, small_corpus, extra):
+def start_workers(tmp_path, short_corpus, extra):
     ports = free_ports(WORKERS)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -54,7 +54,7 @@ def start_workers(tmp_path, small_corpus, extra):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         processes.append(
             subprocess.Popen(
-                worker_command(tmp_path, small_corpus, index, extra),
+                worker_command(tmp_path, short_corpus, index, extra),
                 cwd=ROOT,
                 env=subprocess_env(TF_CONFIG=tf_config),
                 stdout=subprocess.PIPE,
@@ -121,8 +121,8 @@ def epoch_indices(step_records):
     return by_epoch
 
 
-def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, small_corpus):
-    results = finish(start_workers(tmp_path, small_corpus, ["--max_epochs=2"]))
+def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, short_corpus):
+    results = finish(start_workers(tmp_path, short_corpus, ["--max_epochs=2"]))
     for status, _, stderr in results:
         assert status == 0, stderr[-3000:]
     # Both started over an unprepared directory: one prepared it, the other waited.
@@ -140,10 +140,10 @@ def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, smal
     assert not [name for name in os.listdir(tmp_path / "run") if name.startswith("worker")]
 
 
-def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_corpus):
+def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_corpus):
     extra = ["--max_epochs=1"]
     # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
-    processes = start_workers(tmp_path, small_corpus, extra)
+    processes = start_workers(tmp_path, short_corpus, extra)
     wait_until(lambda: len(steps(tmp_path, 0)) >= 8, processes)
     for process in processes:
         process.send_signal(signal.SIGKILL)
@@ -151,7 +151,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_
     killed = [steps(tmp_path, i) for i in range(WORKERS)]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
-    processes = start_workers(tmp_path, small_corpus, extra)
+    processes = start_workers(tmp_path, short_corpus, extra)
     wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 4, processes)
     processes[1].send_signal(signal.SIGTERM)
     preempted = finish(processes)
@@ -166,7 +166,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, small_
     assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
-    results = finish(start_workers(tmp_path, small_corpus, extra))
+    results = finish(start_workers(tmp_path, short_corpus, extra))
     for status, stdout, stderr in results:
         assert status == 0, stderr[-3000:]
     final = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]

@@ -29,6 +29,20 @@ def write_multi30k_split(prefix, stem, count, compress=False):
                 f.write(text)
 
 
+def write_local_corpus(root, train, validation, test):
+    """Writes a local en-de corpus of the first `train` training pairs (gzip) and the first
+    `validation` and `test` pairs of the validation and test_2016_flickr splits (plain)
+    into the directory `root`; returns {split: prefix}."""
+    sizes = {"train": ("train", train), "validation": ("val", validation)}
+    sizes["test"] = ("test_2016_flickr", test)
+    os.makedirs(root, exist_ok=True)
+    prefixes = {}
+    for split, (stem, count) in sizes.items():
+        prefixes[split] = os.path.join(str(root), split)
+        write_multi30k_split(prefixes[split], stem, count, compress=split == "train")
+    return prefixes
+
+
 def local_corpus_flags(prefixes):
     """The data flags that describe `prefixes` ({split: prefix}, the `small_corpus`
     fixture) as a local English-German corpus with a 500-piece BPE, for pipeline and
