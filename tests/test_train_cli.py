@@ -125,13 +125,13 @@ def _tags(directory):
     return set(accumulator.Tags()["tensors"])
 
 
-def test_tensorboard_events_hold_every_summary(small_corpus, tmp_path):
+def test_tensorboard_events_hold_every_summary(short_corpus, tmp_path):
     """Stopped inside the first epoch (--max_steps), the run still validates and writes
     every summary, and its test score is pipelines.evaluate's with default flags."""
     model_dir = tmp_path / "run"
     result = _run(
         _command(
-            small_corpus,
+            short_corpus,
             tmp_path / "data",
             model_dir,
             "--max_steps=5",
@@ -191,14 +191,14 @@ def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, messa
     assert message in result.stderr
 
 
-def test_average_last_n_is_what_the_test_score_and_evaluate_use(small_corpus, tmp_path):
+def test_average_last_n_is_what_the_test_score_and_evaluate_use(short_corpus, tmp_path):
     """Epoch ends are kept apart from the (mid-epoch) recent checkpoints and averaged
     into averaged/, which test_results.json scores and names and evaluate then uses."""
     model_dir = tmp_path / "run"
     extra = ["--max_epochs=2", "--save_every_steps=20", "--keep_checkpoints=1"]
     result = _run(
         _command(
-            small_corpus,
+            short_corpus,
             tmp_path / "data",
             model_dir,
             *extra,

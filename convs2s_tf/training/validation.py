@@ -115,7 +115,7 @@ class Validator:
         if not count:
             return
         pad_id = self.model.decoder.pad_id
-        source = next(iter(valid_dataset))["source"][:count]
+        source = _first_sources(valid_dataset, count, pad_id)
         tokens, lengths = self._search(source)
         # Teacher-force the hypotheses to get every block's attention over them.
         decoder_input = tf.concat([tf.fill([tf.shape(tokens)[0], 1], EOS_ID), tokens[:, :-1]], 1)
@@ -136,3 +136,18 @@ class Validator:
                     source_pieces,
                     target_pieces,
                 )
+
+
+def _first_sources(valid_dataset, count, pad_id):
+    """The first `count` sources of `valid_dataset` (fewer if it holds fewer), `pad_id`
+    padded to one width: they may span batches, since a length bucket's batch can hold
+    fewer sentences than `count`."""
+    rows: list[np.ndarray] = []
+    for batch in valid_dataset:
+        rows.extend(batch["source"].numpy()[: count - len(rows)])
+        if len(rows) == count:
+            break
+    width = max(len(row) for row in rows)
+    return tf.constant(
+        np.stack([np.pad(row, (0, width - len(row)), constant_values=pad_id) for row in rows])
+    )

@@ -83,3 +83,19 @@ def test_validation_translates_and_plots_attention(model):
         _valid_dataset(), step=9
     )
     assert not workers.translation_calls and not workers.images
+
+
+def test_attention_sentences_span_batches(model):
+    # A length bucket's batch can hold fewer sentences than are plotted: the next batch's
+    # sentences follow, each plotted over its own source pieces.
+    first, second = _valid_dataset(sentences=1), _valid_dataset(sentences=4)
+    summaries = RecordingSummaries()
+    config = TrainingConfig(valid_beam_size=2, valid_bleu_sentences=5, attention_sentences=3)
+    Validator(model, config, summaries, tokenizer=_IdTokenizer()).validate(
+        first.concatenate(second), step=2
+    )
+    tags = [tag for tag, _, _, _ in summaries.images]
+    assert tags == [f"attention/sentence_{s}/block_{b}" for s in range(3) for b in range(2)]
+    sources = [next(iter(first))["source"][0]] + list(next(iter(second))["source"][:2])
+    source_lengths = [int(np.sum(source.numpy() != PAD_ID)) for source in sources]
+    assert [source_length for _, _, source_length, _ in summaries.images[::2]] == source_lengths
