@@ -64,7 +64,11 @@ def test_translate_evaluate_export_an_ensemble(tiny_run, small_prepared, tmp_pat
     for served_row, ensemble_row in zip(served_rows, ensemble_rows):
         assert abs(float(served_row[2]) - float(ensemble_row[2])) <= 1e-4
 
-    source, reference = small_prepared.data.split_paths("test")
+    # The first 40 test pairs: a random model's searches run to their length limit.
+    source, reference = tmp_path / "test.en", tmp_path / "test.de"
+    for path, split_path in zip((source, reference), small_prepared.data.split_paths("test")):
+        with open(split_path, encoding="utf-8") as split_file:
+            path.write_text("".join(split_file.readlines()[:40]), encoding="utf-8")
     scores = [
         json.loads(
             _run(
@@ -80,7 +84,7 @@ def test_translate_evaluate_export_an_ensemble(tiny_run, small_prepared, tmp_pat
         )
         for model in (f"--model_dir={tiny_run}", pair)
     ]
-    assert scores[0]["bleu"] == scores[1]["bleu"] and scores[1]["sentences"] == 200
+    assert scores[0]["bleu"] == scores[1]["bleu"] and scores[1]["sentences"] == 40
 
 
 def test_an_ensemble_of_other_vocabularies_is_a_usage_error(tiny_run, tmp_path):
