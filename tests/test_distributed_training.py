@@ -23,13 +23,13 @@ from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
 WORKERS = 2
 
 
-def worker_command(tmp_path, short_corpus, index, extra):
+def worker_command(tmp_path, corpus, index, extra):
     return [
         sys.executable,
         "-m",
         "tests.helpers.recorded_training",
         str(tmp_path / f"record_{index}.jsonl"),
-        *local_corpus_flags(short_corpus),
+        *local_corpus_flags(corpus),
         *TINY_MODEL_FLAGS,
         f"--data_dir={tmp_path / 'data'}",
         f"--model_dir={tmp_path / 'run'}",
@@ -46,7 +46,7 @@ def worker_command(tmp_path, short_corpus, index, extra):
     ]
 
 
-def start_workers(tmp_path, short_corpus, extra):
+def start_workers(tmp_path, corpus, extra):
     ports = free_ports(WORKERS)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -54,7 +54,7 @@ def start_workers(tmp_path, short_corpus, extra):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         processes.append(
             subprocess.Popen(
-                worker_command(tmp_path, short_corpus, index, extra),
+                worker_command(tmp_path, corpus, index, extra),
                 cwd=ROOT,
                 env=subprocess_env(TF_CONFIG=tf_config),
                 stdout=subprocess.PIPE,

@@ -44,8 +44,8 @@ def write_local_corpus(root, train, validation, test):
 
 
 def local_corpus_flags(prefixes):
-    """The data flags that describe `prefixes` ({split: prefix}, the `small_corpus`
-    fixture) as a local English-German corpus with a 500-piece BPE, for pipeline and
+    """The data flags that describe `prefixes` ({split: prefix}, as `write_local_corpus`
+    returns them) as a local English-German corpus with a 500-piece BPE, for pipeline and
     benchmark commands and flagfiles."""
     return [
         "--dataset=local",
