@@ -33,8 +33,11 @@ def write_local_corpus(root, train, validation, test):
     """Writes a local en-de corpus of the first `train` training pairs (gzip) and the first
     `validation` and `test` pairs of the validation and test_2016_flickr splits (plain)
     into the directory `root`; returns {split: prefix}."""
-    sizes = {"train": ("train", train), "validation": ("val", validation)}
-    sizes["test"] = ("test_2016_flickr", test)
+    sizes = {
+        "train": ("train", train),
+        "validation": ("val", validation),
+        "test": ("test_2016_flickr", test),
+    }
     os.makedirs(root, exist_ok=True)
     prefixes = {}
     for split, (stem, count) in sizes.items():
