@@ -2,6 +2,8 @@
 `benchmarks.request_parts` (one sentence) and `benchmarks.batch_step_parts` (many)
 time against the float32 floor."""
 
+import math
+
 _BARE_STEPS = 32  # steps of a bare step loop per timed call
 
 
@@ -56,5 +58,119 @@ def bare_step_timer(model, search, encoder_output, max_lengths, selection, xla=T
             return tf.while_loop(lambda step, *_: step < steps, body, start)[-1]
 
     # The number of steps is an input, as in a search: XLA cannot unroll the loop.
+    steps = tf.constant(_BARE_STEPS)
+    return lambda: best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS
+
+
+def _dense(layer):
+    """A `WeightNormDense`'s effective kernel and bias (zeros if none), as constants."""
+    import tensorflow as tf
+
+    kernel = tf.constant(layer.kernel.numpy())
+    bias = layer.bias if layer.bias is not None else tf.zeros([kernel.shape[-1]])
+    return kernel, tf.constant(tf.convert_to_tensor(bias).numpy())
+
+
+def minimal_step(decoder, encoder_output):
+    """One float32 ConvS2S decoder step for one sentence's beam, written as plainly as
+    TensorFlow's ops allow: each block's product over its flattened window, GLU,
+    attention over the sentence's own source positions (no padding, so no mask), the
+    residual; then the two output products. The effective weights are computed once.
+    Its logits equal `decoder.step`'s: it is the same arithmetic, without the library's
+    general shapes (batches of sentences, padded sources, dtypes, shortlists).
+
+    Args:
+        decoder: A float32 `ConvDecoder`.
+        encoder_output: One sentence's `EncoderOutput` (`[1, source, embed_dim]`), unpadded.
+
+    Returns:
+        `step(tokens, step, windows) -> (logits, windows)`: `[rows]` tokens, the scalar
+        step, and one `[rows, k - 1, c_in]` window per block (`decoder.initial_state`).
+    """
+    import tensorflow as tf
+
+    half = math.sqrt(0.5)
+    keys = tf.constant(encoder_output.keys[0].numpy())
+    values = tf.constant(encoder_output.values[0].numpy())
+    context_scale = math.sqrt(float(keys.shape[0]))
+    blocks = []
+    for block in decoder.blocks:
+        kernel = block.convolution.kernel.numpy()
+        attention = block.attention
+        blocks.append(
+            (
+                tf.constant(kernel.reshape(-1, kernel.shape[-1])),
+                tf.constant(block.convolution.bias.numpy()),
+                (
+                    (_dense(attention.in_projection), _dense(attention.out_projection))
+                    if attention is not None
+                    else None
+                ),
+                _dense(block.projection) if block.projection is not None else None,
+            )
+        )
+    input_projection = _dense(decoder.input_projection)
+    hidden_projection = _dense(decoder.hidden_projection)
+    if decoder.output_projection is not None:
+        output_projection = _dense(decoder.output_projection)
+    else:
+        table = decoder.token_embedding.embeddings.numpy()
+        output_projection = (tf.constant(table.T), tf.constant(decoder.output_bias.numpy()))
+
+    def affine(x, weights):
+        return tf.matmul(x, weights[0]) + weights[1]
+
+    def step(tokens, step, windows):
+        embedded = decoder.embed(tokens[:, None], training=False, step=step)[:, 0]
+        x = affine(embedded, input_projection)
+        block_inputs, new_windows = [x], []
+        for block, (kernel, bias, attention, projection), window in zip(
+            decoder.blocks, blocks, windows
+        ):
+            full_window = tf.concat([window, x[:, None]], axis=1)
+            new_windows.append(full_window[:, 1:])
+            rows = tf.reshape(full_window, [-1, kernel.shape[0]])
+            linear, gate = tf.split(tf.matmul(rows, kernel) + bias, 2, axis=-1)
+            h = linear * tf.sigmoid(gate)
+            if attention is not None:
+                query = (affine(h, attention[0]) + embedded) * half
+                weights = tf.nn.softmax(tf.matmul(query, keys, transpose_b=True))
+                context = tf.matmul(weights, values) * context_scale
+                h = (affine(context, attention[1]) + h) * half
+            if block.residual:
+                residual = block_inputs[-block.residual]
+                if projection is not None:
+                    residual = affine(residual, projection)
+                h = (h + residual) * half
+            x = h
+            block_inputs.append(x)
+        logits = affine(affine(x, hidden_projection), output_projection)
+        return logits, tuple(new_windows)
+
+    return step
+
+
+def minimal_step_timer(decoder, encoder_output, beam, xla=True):
+    """A function returning the seconds of one `minimal_step` of a `beam`-row sentence
+    alone in a loop (XLA, or graph mode), its windows carried and each row's next token
+    its logits' argmax, so that the whole vocabulary product is used and no step can be
+    skipped. Traced (and compiled) on the first call only."""
+    import tensorflow as tf
+
+    from benchmarks.float32_floor import best_seconds
+
+    step_function = minimal_step(decoder, encoder_output)
+
+    def body(step, tokens, windows):
+        logits, windows = step_function(tokens, step, windows)
+        # Ids 4.. (no special token), bounded as the bare step's fixed tokens are.
+        tokens = tf.cast(tf.argmax(logits, axis=-1), tf.int32) % 16 + 4
+        return step + 1, tokens, windows
+
+    @tf.function(jit_compile=xla, autograph=False)
+    def run(steps):
+        start = (0, tf.fill([beam], 2), decoder.initial_state(beam))
+        return tf.while_loop(lambda step, *_: step < steps, body, start)[1]
+
     steps = tf.constant(_BARE_STEPS)
     return lambda: best_seconds(lambda: run(steps).numpy()) / _BARE_STEPS

@@ -27,7 +27,9 @@ And per step (milliseconds a step): the search loop, less one call, over its ste
 (each sentence's steps counted as `benchmarks.float32_floor` counts them); the decoder's
 step alone in a bare XLA loop (its cache carried, nothing else), and with the search's
 candidates, selection and cache reordering (all of a step but recording the histories);
-the float32 floor's products and selection (`float32_floor.batch1_step_seconds`).
+the same arithmetic as the decoder's step written plainly (`bare_step.minimal_step`: no
+padded source, no mask, one sentence's shapes; compiled the same way), the first
+sentence's; the float32 floor's products and selection (`float32_floor.batch1_step_seconds`).
 Medians over rounds, and from them the floor's step (products and selection) over the
 loop's, and the loop's part of a request.
 Ends with one JSON line.
@@ -41,7 +43,7 @@ from typing import Any, Callable, NamedTuple
 
 from absl import app, flags
 
-from benchmarks.bare_step import bare_step_timer
+from benchmarks.bare_step import bare_step_timer, minimal_step_timer
 from benchmarks.run_files import ROOT, test_sentences
 
 flags.DEFINE_string("model_dir", os.path.join(ROOT, "runs", "multi30k_en_de"), "Trained run.")
@@ -130,11 +132,14 @@ def time_round(model, module, parts, texts, steps):
     request["outside the loop"] = request["request"] - request["search loop"]
     products, selection = batch1_step_seconds(model, module.search_config.beam_size)
     search = module.bucketed_search
+    beam = module.search_config.beam_size
+    unpadded = search.encode(module.encode_text(*texts[0]))[0]
     step = {
         # Less the call from Python, which a loop inside `translate` does not pay.
         "search loop": (request["search loop"] - request["call"]) * len(texts) / sum(steps),
         "decoder step alone": 1000.0 * bare_step_timer(model, search, *padded[0], False)(),
         "decoder step and selection": 1000.0 * bare_step_timer(model, search, *padded[0], True)(),
+        "decoder step, minimal form": 1000.0 * minimal_step_timer(model.decoder, unpadded, beam)(),
         "floor products": 1000.0 * products,
         "floor selection": 1000.0 * selection,
     }

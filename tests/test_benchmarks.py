@@ -215,6 +215,7 @@ def test_request_parts(short_run):
         "search loop",
         "decoder step alone",
         "decoder step and selection",
+        "decoder step, minimal form",
         "floor products",
         "floor selection",
     }
