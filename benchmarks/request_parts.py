@@ -30,8 +30,9 @@ candidates, selection and cache reordering (all of a step but recording the hist
 the same arithmetic as the decoder's step written plainly (`bare_step.minimal_step`: no
 padded source, no mask, one sentence's shapes; compiled the same way), the first
 sentence's; the float32 floor's products and selection (`float32_floor.batch1_step_seconds`).
-Medians over rounds, and from them the floor's step (products and selection) over the
-loop's, and the loop's part of a request.
+And the search loop's milliseconds of each sentence fitted to a line over its steps: a
+cost per step and a cost per call. Medians over rounds, and from them the floor's step
+(products and selection) over the loop's, and the loop's part of a request.
 Ends with one JSON line.
 """
 
@@ -53,18 +54,30 @@ FLAGS = flags.FLAGS
 
 
 def _interleaved_ms(functions, inputs):
-    """Mean milliseconds a call of each of `functions` ({name: (function, inputs)}, the
-    outputs fetched), the functions called one after another on each input in turn, so
-    that the machine's drift falls on all of them alike."""
+    """Milliseconds of each call of each of `functions` ({name: (function, inputs)}, the
+    outputs fetched; {name: [ms of each input]}), the functions called one after another
+    on each input in turn, so that the machine's drift falls on all of them alike."""
     import tensorflow as tf
 
-    totals = dict.fromkeys(functions, 0.0)
+    times = {name: [] for name in functions}
     for index in range(len(inputs)):
         for name, (function, arguments) in functions.items():
             start = time.perf_counter()
             tf.nest.map_structure(lambda t: t.numpy(), function(*arguments[index]))
-            totals[name] += time.perf_counter() - start
-    return {name: 1000.0 * total / len(inputs) for name, total in totals.items()}
+            times[name].append(1000.0 * (time.perf_counter() - start))
+    return times
+
+
+def loop_fit(steps, milliseconds):
+    """`(per_step, per_call)`: the least-squares line through each sentence's search-loop
+    milliseconds against its steps, or `(None, None)` when every sentence takes as many
+    steps (no line)."""
+    import numpy as np
+
+    if len(set(steps)) < 2:
+        return None, None
+    slope, intercept = np.polyfit(np.asarray(steps, float), np.asarray(milliseconds), 1)
+    return float(slope), float(intercept)
 
 
 class RequestParts(NamedTuple):
@@ -121,7 +134,7 @@ def time_round(model, module, parts, texts, steps):
 
     padded = [parts.loop_inputs(*text) for text in texts]
     # Each function is called from Python, as `translate` is: each time holds one call.
-    request = _interleaved_ms(
+    times = _interleaved_ms(
         {
             **{name: (function, texts) for name, function in parts.functions.items()},
             "search loop": (parts.search_loop, padded),
@@ -129,6 +142,8 @@ def time_round(model, module, parts, texts, steps):
         },
         texts,
     )
+    request = {name: statistics.mean(values) for name, values in times.items()}
+    per_step, per_call = loop_fit(steps, times["search loop"])
     request["outside the loop"] = request["request"] - request["search loop"]
     products, selection = batch1_step_seconds(model, module.search_config.beam_size)
     search = module.bucketed_search
@@ -143,16 +158,22 @@ def time_round(model, module, parts, texts, steps):
         "floor products": 1000.0 * products,
         "floor selection": 1000.0 * selection,
     }
-    return {"ms_per_request": request, "ms_per_step": step}
+    # The loop's time as a cost per step and a cost per call (its first step's cold
+    # caches, the launch, the state's set-up), fitted over the sentences' steps.
+    fit = {"per step": per_step, "per call": per_call}
+    return {"ms_per_request": request, "ms_per_step": step, "search_loop_fit_ms": fit}
 
 
 def median_parts(rounds):
-    """Each part's median over `rounds` (`time_round`'s results), rounded."""
+    """Each part's median over `rounds` (`time_round`'s results), rounded (None where no
+    round has a value: a fit of sentences that all take as many steps)."""
+
+    def median(values):
+        known = [value for value in values if value is not None]
+        return round(statistics.median(known), 3) if known else None
+
     return {
-        kind: {
-            part: round(statistics.median(r[kind][part] for r in rounds), 3)
-            for part in rounds[0][kind]
-        }
+        kind: {part: median([r[kind][part] for r in rounds]) for part in rounds[0][kind]}
         for kind in rounds[0]
     }
 
@@ -198,7 +219,7 @@ def main(argv):
         if isinstance(parts, dict):
             print(f"\n{kind.replace('_', ' ')} (median of {FLAGS.rounds} rounds):")
             for part, value in parts.items():
-                print(f"  {part:<26} {value:8.3f}")
+                print(f"  {part:<26} " + ("n/a" if value is None else f"{value:8.3f}"))
         else:
             print(f"{kind.replace('_', ' ')}: {parts}")
     print(json.dumps({"rounds": rounds, "summary": summary}))

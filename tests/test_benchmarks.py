@@ -192,7 +192,7 @@ def test_step_profile(short_run):
 
 def test_request_parts(short_run):
     line = _last_json(
-        ["-m", "benchmarks.request_parts", f"--model_dir={short_run}", "--sentences=2"]
+        ["-m", "benchmarks.request_parts", f"--model_dir={short_run}", "--sentences=3"]
         + ["--rounds=1"]
     )
     assert len(line["rounds"]) == 1
@@ -220,6 +220,10 @@ def test_request_parts(short_run):
         "floor selection",
     }
     assert all(value > 0 for value in step.values()), step
+    fit = summary["search_loop_fit_ms"]
+    assert set(fit) == {"per step", "per call"}
+    # No line when the sentences all take as many steps; with one, both parts.
+    assert (fit["per step"] is None) == (fit["per call"] is None)
     assert summary["steps_per_sentence"] > 0
     assert 0 < summary["loop_fraction_of_request"] and summary["loop_step_share_of_floor"] > 0
 
