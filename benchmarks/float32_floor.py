@@ -27,7 +27,10 @@ the last product and the next step's products follow it, so the two add up.
 A third bound, for batches sent as `floor_share` sends them, times each step's decoder
 products at the rows that step has (`active_rows`): a search that drops finished
 sentences, as fairseq's and this project's do, multiplies fewer rows as a batch goes on,
-and small products run below the peak rate the batch-N bound assumes.
+and small products run below the peak rate the batch-N bound assumes. A fourth, for
+batch 1 (`shapes_batch1_seconds`), times every product of a request at the shapes it
+has: the attention's over the sentence's source positions with each step's, and the
+encoder's at those positions rather than at the peak rate.
 
 A sentence's steps are those of this project's beam search, which equal fairseq's (the
 translations are identical): the length of the longest of its `beam_size` finished
@@ -235,19 +238,69 @@ def active_rows(steps, batches, beam):
     return np.array(rows)
 
 
+def _grid(counts):
+    """The smallest of `counts`, its multiples by powers of two below the largest, and
+    the largest: where a timing interpolated over `counts` is taken."""
+    grid, count = [], int(np.min(counts))
+    while count < np.max(counts):
+        grid.append(count)
+        count *= 2
+    grid.append(int(np.max(counts)))
+    return grid
+
+
 def row_products_seconds(decoder, rows):
     """Seconds of one step's products at each of `rows` row counts: timed (the faster of
     XLA and graph mode) at the multiples of the smallest by powers of two up to the
     largest, and interpolated between them."""
-    grid, count = [], int(np.min(rows))
-    while count < np.max(rows):
-        grid.append(count)
-        count *= 2
-    grid.append(int(np.max(rows)))
+    grid = _grid(rows)
     timed = [
         min(step_product_seconds(decoder, count, xla) for xla in (True, False)) for count in grid
     ]
     return np.interp(rows, grid, timed)
+
+
+def _attention_matrices(model, source_length):
+    """Stand-ins for one row's attention products over `source_length` positions: per
+    attention block, the scores' `[embed, source]` and the context's `[source, embed]`
+    (the encoder's keys and values; random, since a product's time does not depend on
+    its values)."""
+    rng = np.random.default_rng(0)
+    matrices = []
+    for variable in model.decoder.variables:
+        if variable.path.endswith("attention/in_projection/kernel_v"):
+            embed = variable.shape[-1]
+            for shape in ((embed, source_length), (source_length, embed)):
+                matrices.append(rng.standard_normal(shape).astype(np.float32))
+    return matrices
+
+
+def shapes_batch1_seconds(model, steps, source_lengths, beam):
+    """Per sentence, the products of its batch-1 search at the shapes it has, in seconds:
+    each step's decoder products at `beam` rows together with the attention's over its
+    source positions, and its encoder's products at its source positions; each timed
+    (the faster of XLA and graph mode) at a grid of source lengths (`_grid`) and
+    interpolated. The batch-1 floor of `timed_floors` counts the first at `beam` rows
+    without the attention and the encoder's at the peak rate: small products run below
+    it.
+
+    Args:
+        model: The `ConvS2S`.
+        steps: `[sentences]` steps of each sentence's search.
+        source_lengths: `[sentences]` source tokens of each, `</s>` included.
+        beam: Rows per sentence and step.
+    """
+    decoder = _decoder_matrices(model.decoder)
+    grid = _grid(source_lengths)
+    step_seconds = [
+        min(
+            step_product_seconds(decoder + _attention_matrices(model, length), beam, xla)
+            for xla in (True, False)
+        )
+        for length in grid
+    ]
+    encoder_seconds = row_products_seconds(_matrices(model.encoder), source_lengths)
+    return np.asarray(steps) * np.interp(source_lengths, grid, step_seconds) + encoder_seconds
 
 
 def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_config):
@@ -264,7 +317,16 @@ def floors(model, tokenizer, sentences, latency_sentences, batch_size, search_co
     )
 
 
-def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, beam, batches=None):
+def timed_floors(
+    model,
+    steps,
+    source_lengths,
+    latency_sentences,
+    batch_size,
+    beam,
+    batches=None,
+    own_shapes=False,
+):
     """`floors` of sentences whose searches take `steps` (`sentence_steps`), timed now:
     what a caller that times the floor repeatedly, between other measurements, calls.
 
@@ -274,6 +336,10 @@ def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, be
     products run below the peak rate), the encoder's and attention's products at the
     peak rate, and the selection as above
     (`floor_rows_selection_batch_sentences_per_sec`).
+
+    With `own_shapes`, the batch-1 floor at the requests' own shapes: their products
+    as `shapes_batch1_seconds` times them, and the selection as above
+    (`floor_shapes_selection_batch1_ms`).
     """
     decoder = _decoder_matrices(model.decoder)
     step_seconds, select_seconds = batch1_step_seconds(model, beam)
@@ -318,5 +384,13 @@ def timed_floors(model, steps, source_lengths, latency_sentences, batch_size, be
         )
         figures["floor_rows_selection_batch_sentences_per_sec"] = round(
             len(steps) / rows_seconds, 2
+        )
+    if own_shapes:
+        shapes_seconds = (
+            shapes_batch1_seconds(model, steps[first], source_lengths[first], beam)
+            + steps[first] * select_seconds
+        )
+        figures["floor_shapes_selection_batch1_ms"] = round(
+            1000.0 * float(np.mean(shapes_seconds)), 2
         )
     return figures

@@ -13,7 +13,9 @@ them sorted by length in batches of --batch_size. A round's share is the floor's
 over the translator's; the medians over rounds are what carries over. Each round also
 times the floor of the batches as they are sent at their searches' own rows
 (`float32_floor.active_rows`: the batch shrinks as sentences finish), and its share is
-reported beside the other (`batch_rows_share`).
+reported beside the other (`batch_rows_share`); and the batch-1 floor at the requests'
+own shapes (`float32_floor.shapes_batch1_seconds`: the attention's products and the
+encoder's at the source positions each sentence has; `batch1_shapes_share`).
 
 Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with
@@ -103,6 +105,12 @@ def shares(rounds, names):
                 ),
                 3,
             ),
+            "batch1_shapes_share": round(
+                statistics.median(
+                    r["floor_shapes_selection_batch1_ms"] / ms for r, ms in zip(rounds, batch1)
+                ),
+                3,
+            ),
             "batch_rows_share": round(
                 statistics.median(
                     rate / r["floor_rows_selection_batch_sentences_per_sec"]
@@ -152,7 +160,13 @@ def main(argv):
         rounds, outputs = [], {}
         for index in range(FLAGS.rounds):
             figures = timed_floors(
-                inference.model, *steps, len(first), FLAGS.batch_size, beam, batches
+                inference.model,
+                *steps,
+                len(first),
+                FLAGS.batch_size,
+                beam,
+                batches,
+                own_shapes=True,
             )
             for name, translator in translators.items():
                 ms, rate, outputs[name] = _time(translator, first, ordered)
@@ -169,7 +183,8 @@ def main(argv):
         figures = summary[name]
         print(
             f"{name}: batch 1 {figures['batch1_ms']:.2f} ms ({figures['batch1_share']:.0%} of "
-            f"the floor), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
+            f"the floor; {figures['batch1_shapes_share']:.0%} of the floor at the "
+            f"requests' shapes), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
             f"sentences/s ({figures['batch_share']:.0%}; "
             f"{figures['batch_rows_share']:.0%} of the floor at the searches' "
             f"rows), medians of {len(rounds)} rounds"

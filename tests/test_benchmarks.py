@@ -292,6 +292,7 @@ def test_floor_share(short_run):
             "batch1_ms",
             "batch_sentences_per_sec",
             "batch1_share",
+            "batch1_shapes_share",
             "batch_share",
             "batch_rows_share",
         ):

@@ -7,12 +7,15 @@ import tensorflow as tf
 from helpers.models import small_model_config
 
 from benchmarks.float32_floor import (
+    _attention_matrices,
+    _flops,
     active_rows,
     row_products_seconds,
     search_flops,
     select_chunked,
     select_per_row,
     select_whole,
+    shapes_batch1_seconds,
 )
 from convs2s_tf.models import ConvS2S
 
@@ -70,3 +73,20 @@ def test_row_products_are_timed_at_every_count_asked():
     matrices = [np.ones([8, 4], np.float32), np.ones([4, 8], np.float32)]
     seconds = row_products_seconds(matrices, np.array([2, 3, 8]))
     assert seconds.shape == (3,) and np.all(seconds > 0)
+
+
+def test_attention_stand_ins_are_the_products_the_operation_count_has():
+    model = _model()
+    blocks, embed, length = 2, 16, 7
+    matrices = _attention_matrices(model, length)
+    assert [m.shape for m in matrices] == [(embed, length), (length, embed)] * blocks
+    # search_flops counts 4 * embed operations a row, source position and attention block.
+    assert _flops(matrices) == 4 * embed * length * blocks
+
+
+def test_shapes_floor_counts_each_sentences_steps_and_encoder():
+    model = _model()
+    seconds = shapes_batch1_seconds(model, np.array([2, 4, 3]), np.array([5, 5, 9]), beam=2)
+    assert seconds.shape == (3,) and np.all(seconds > 0)
+    # The same source, twice the steps: one more pair of steps on the same encoder pass.
+    assert seconds[1] > seconds[0]
