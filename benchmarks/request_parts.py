@@ -27,9 +27,9 @@ And per step (milliseconds a step): the search loop, less one call, over its ste
 (each sentence's steps counted as `benchmarks.float32_floor` counts them); the decoder's
 step alone in a bare XLA loop (its cache carried, nothing else), and with the search's
 candidates, selection and cache reordering (all of a step but recording the histories);
-the same arithmetic as the decoder's step written plainly (`bare_step.minimal_step`: no
-padded source, no mask, one sentence's shapes; compiled the same way), the first
-sentence's; the float32 floor's products and selection (`float32_floor.batch1_step_seconds`).
+the same arithmetic written plainly (`bare_step.minimal_step`, on the first sentence's
+source without padding or mask, compiled the same way); the float32 floor's products and
+selection (`float32_floor.batch1_step_seconds`).
 And the search loop's milliseconds of each sentence fitted to a line over its steps: a
 cost per step and a cost per call. Medians over rounds, and from them the floor's step
 (products and selection) over the loop's, and the loop's part of a request.
