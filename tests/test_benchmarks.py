@@ -339,13 +339,14 @@ def test_floor_shares_are_medians_of_each_rounds_ratio():
             "floor_selection_batch1_ms": floor_ms,
             "floor_selection_batch_sentences_per_sec": floor_rate,
             "floor_rows_selection_batch_sentences_per_sec": rows_rate,
+            "floor_shapes_selection_batch1_ms": shapes_ms,
             "a_batch1_ms": ms,
             "a_batch_sentences_per_sec": rate,
         }
-        for floor_ms, floor_rate, rows_rate, ms, rate in (
-            (10, 200, 125, 20, 100),
-            (5, 400, 200, 20, 100),
-            (8, 100, 100, 10, 90),
+        for floor_ms, floor_rate, rows_rate, shapes_ms, ms, rate in (
+            (10, 200, 125, 12, 20, 100),
+            (5, 400, 200, 6, 20, 100),
+            (8, 100, 100, 9, 10, 90),
         )
     ]
     summary = floor_share.shares(rounds, ["a"])["a"]
@@ -354,6 +355,8 @@ def test_floor_shares_are_medians_of_each_rounds_ratio():
     assert summary["batch1_share"] == 0.5 and summary["batch_share"] == 0.5
     # 0.8, 0.5 and 0.9 of the floor at the searches' rows.
     assert summary["batch_rows_share"] == 0.8
+    # 0.6, 0.3 and 0.9 of the batch-1 floor at the requests' shapes.
+    assert summary["batch1_shapes_share"] == 0.6
 
 
 def test_shortlist_sizes(short_run):
