@@ -196,6 +196,15 @@ def sentence_steps(model, tokenizer, sentences, search_config, batch_size=64):
     return np.array(steps), np.array(source_lengths)
 
 
+def _attention_widths(model):
+    """The embedding width of each of the decoder's attention blocks."""
+    return [
+        v.shape[-1]
+        for v in model.decoder.variables
+        if v.path.endswith("attention/in_projection/kernel_v")
+    ]
+
+
 def search_flops(model, steps, source_lengths, beam_size):
     """The float32 product operations of each sentence's search.
 
@@ -211,13 +220,10 @@ def search_flops(model, steps, source_lengths, beam_size):
         and each attention block's scores and context over the source).
     """
     decoder = _decoder_matrices(model.decoder)
-    attention = [
-        v.shape
-        for v in model.decoder.variables
-        if v.path.endswith("attention/in_projection/kernel_v")
-    ]
     encoder = _flops(_matrices(model.encoder)) * np.asarray(source_lengths)
-    attention_flops = sum(4 * shape[-1] for shape in attention) * np.asarray(source_lengths)
+    attention_flops = sum(4 * embed for embed in _attention_widths(model)) * np.asarray(
+        source_lengths
+    )
     row_step = _flops(decoder) + attention_flops
     return encoder, encoder + beam_size * np.asarray(steps) * row_step
 
@@ -266,13 +272,11 @@ def _attention_matrices(model, source_length):
     (the encoder's keys and values; random, since a product's time does not depend on
     its values)."""
     rng = np.random.default_rng(0)
-    matrices = []
-    for variable in model.decoder.variables:
-        if variable.path.endswith("attention/in_projection/kernel_v"):
-            embed = variable.shape[-1]
-            for shape in ((embed, source_length), (source_length, embed)):
-                matrices.append(rng.standard_normal(shape).astype(np.float32))
-    return matrices
+    return [
+        rng.standard_normal(shape).astype(np.float32)
+        for embed in _attention_widths(model)
+        for shape in ((embed, source_length), (source_length, embed))
+    ]
 
 
 def shapes_batch1_seconds(model, steps, source_lengths, beam):
