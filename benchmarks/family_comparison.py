@@ -2,7 +2,8 @@
 machine in their configs' budget, then scored and timed the same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
-        [--arms=convs2s:configs/multi30k_en_de.cfg,posenet:configs/posenet_multi30k.cfg]
+        [--arms=convs2s:configs/multi30k_en_de.cfg,posenet:configs/posenet_multi30k.cfg] \\
+        [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine:
 
@@ -46,6 +47,12 @@ flags.DEFINE_string(
 flags.DEFINE_integer("beam_size", 5, "Beam of the test score and of the speed measurements.")
 flags.DEFINE_integer("latency_sentences", 100, "Requests of one sentence each (batch 1).")
 flags.DEFINE_integer("batch_size", 128, "Sentences per request for throughput.")
+flags.DEFINE_bool(
+    "buckets",
+    True,
+    "Time exports with their compiled small-batch buckets, as the default export has them "
+    "(--nobuckets: graph mode only, which loads several seconds sooner).",
+)
 FLAGS = flags.FLAGS
 
 _EPOCH_RATE = re.compile(r"^epoch +\d+ \|.* train ([\d,]+) tok/s", re.MULTILINE)
@@ -149,6 +156,7 @@ def speed(model_dir):
                 f"--model_dir={model_dir}",
                 f"--latency_sentences={FLAGS.latency_sentences}",
                 f"--batch_size={FLAGS.batch_size}",
+                *([] if FLAGS.buckets else ["--no_buckets"]),
             ]
         )
     )
