@@ -1,11 +1,11 @@
 """Serves a SavedModel over TF Serving's gRPC protocol (Predict, GetModelMetadata).
 
     python -m pipelines.serve --model_base_path=saved_models/multi30k_en_de \\
-        --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1]
+        --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1] [--warmup_threads=N]
 
 A light stand-in for `tensorflow_model_server` where TF Serving is not installed: the
-same protocol, the newest version under --model_base_path. Binds 127.0.0.1 unless
---host says otherwise; stops cleanly on SIGTERM.
+same protocol, the newest version under --model_base_path, its warm-up requests replayed
+before it listens. Binds 127.0.0.1 unless --host says otherwise; stops cleanly on SIGTERM.
 """
 
 from absl import app, flags, logging
@@ -18,6 +18,14 @@ flags.DEFINE_string("model_name", None, "Model name clients put in ModelSpec.nam
 flags.DEFINE_string("host", "127.0.0.1", "Address to bind (127.0.0.1: this machine only).")
 flags.DEFINE_integer("port", 8500, "gRPC port (TF Serving's default is 8500; 0: any free).")
 flags.DEFINE_integer("max_workers", 8, "Requests handled concurrently.")
+flags.DEFINE_integer(
+    "warmup_threads",
+    None,
+    "Warm-up requests replayed at once while the model loads, before the server listens, "
+    "as TF Serving replays them (default: one per CPU core; 0: none, so that the first "
+    "requests compile the buckets).",
+    lower_bound=0,
+)
 flags.mark_flags_as_required(["model_base_path", "model_name"])
 FLAGS = flags.FLAGS
 # The shared flags are defined too so that an experiment's flagfile is accepted; the
@@ -31,11 +39,13 @@ def main(argv):
     from convs2s_tf.serving import ServableModel, create_server, serve_until_signal
 
     # A missing --model_base_path (FileNotFoundError) is reported by pipelines.cli.
-    servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path)
+    servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path, FLAGS.warmup_threads)
     server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers)
     # One parseable line, for scripts and tests that start the server.
     print(f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port}", flush=True)
-    logging.info("Serving %s from %s", servable.name, servable.path)
+    logging.info(
+        "Serving %s from %s (warm-up %.1f s)", servable.name, servable.path, servable.warmup_seconds
+    )
     serve_until_signal(server)
     print("Server stopped.", flush=True)
     return 0

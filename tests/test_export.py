@@ -175,23 +175,49 @@ def test_int8_exports_compile_large_batches_too():
     assert make_exporter("text", buckets=None).compiled_buckets(int8) is None
 
 
+class _Recorder:
+    """A loaded SavedModel's stand-in whose signatures record their calls; `failing`
+    names one that raises."""
+
+    def __init__(self, failing=None):
+        self.calls = []
+
+        def signature(name):
+            def call(**inputs):
+                if name == failing:
+                    raise RuntimeError(f"{name} failed")
+                self.calls.append((name, sorted(inputs)))
+
+            return call
+
+        names = ("serving_default", "translate_nbest", "translate_ids")
+        self.signatures = {name: signature(name) for name in names}
+
+
+# Every warm-up request of a signature the tiny export has, in its file's order (it has
+# no translate_with_attention).
+_REPLAYED = [("serving_default", ["text"])] * 5 + [
+    ("translate_nbest", ["text"]),
+    ("translate_ids", ["source_ids"]),
+]
+
+
 def test_loading_replays_the_warmup_requests_in_order(exported):
-    calls = []
-
-    class Recorder:
-        signatures = {
-            name: (lambda name: lambda **inputs: calls.append((name, sorted(inputs))))(name)
-            for name in ("serving_default", "translate_nbest", "translate_ids")
-        }
-
-    replay_warmup_requests(Recorder(), str(exported / "1"))
-    # Every request of a signature the model has, in the file's order (this one has no
-    # translate_with_attention).
-    assert calls == [("serving_default", ["text"])] * 5 + [
-        ("translate_nbest", ["text"]),
-        ("translate_ids", ["source_ids"]),
-    ]
+    recorder = _Recorder()
+    replay_warmup_requests(recorder, str(exported / "1"), threads=1)
+    assert recorder.calls == _REPLAYED
     assert read_warmup_requests(str(exported)) == []  # a base directory has none
+
+
+def test_threads_replay_every_warmup_request_once_and_raise_its_error(exported):
+    for threads in (3, None):  # None: one per CPU core
+        recorder = _Recorder()
+        replay_warmup_requests(recorder, str(exported / "1"), threads=threads)
+        assert sorted(recorder.calls) == sorted(_REPLAYED)
+    with pytest.raises(RuntimeError, match="translate_ids failed"):
+        replay_warmup_requests(_Recorder("translate_ids"), str(exported / "1"), threads=3)
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        replay_warmup_requests(recorder, str(exported / "1"), threads=0)
 
 
 def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):

@@ -92,7 +92,7 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         "export": _shared(g.RUN, g.CHECKPOINT, g.SEARCH, g.EXPORT),
         "import_fairseq": _shared(g.CHECKPOINT, g.IMPORT),
         "model_summary": _shared(g.MODEL, also=["vocab_size", "preset"]),
-        "serve": {"model_base_path", "model_name", "host", "port", "max_workers"},
+        "serve": {"model_base_path", "model_name", "host", "port", "max_workers", "warmup_threads"},
         "client": {"server", "model_name", "signature_name", "timeout"},
         "average_checkpoints": _shared(g.RUN, g.AVERAGE, also=["output_dir"]),
         "export_fairseq": _shared(

@@ -140,3 +140,22 @@ def test_sigterm_stops_cleanly(server, stub):
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode == 0
     assert "Server stopped." in stdout
+
+
+def test_servable_replays_the_warmup_requests_before_serving(exported, monkeypatch):
+    from convs2s_tf.serving import prediction_service
+
+    calls = []
+
+    def replay(loaded, path, threads):
+        calls.append((path, threads))
+        return 1.5
+
+    monkeypatch.setattr(prediction_service, "replay_warmup_requests", replay)
+    servable = prediction_service.ServableModel("m", str(exported), warmup_threads=2)
+    assert calls == [(servable.path, 2)] and servable.warmup_seconds == 1.5
+    # 0: none, as TF Serving with --enable_model_warmup=false.
+    assert prediction_service.ServableModel("m", str(exported), 0).warmup_seconds == 0.0
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="warmup_threads must be >= 0, got -1"):
+        prediction_service.ServableModel("m", str(exported), -1)

@@ -26,20 +26,42 @@ from tensorflow_serving.apis import (
 )
 
 from convs2s_tf.export.saved_model import latest_version_dir
+from convs2s_tf.export.warmup import replay_warmup_requests
 
 DEFAULT_SIGNATURE = "serving_default"
 
 
 class ServableModel:
-    """The newest SavedModel version under `base_path`, loaded for prediction."""
+    """The newest SavedModel version under `base_path`, loaded for prediction.
 
-    def __init__(self, name: str, base_path: str) -> None:
+    Like TF Serving with its default `--enable_model_warmup`, loading replays the
+    version's warm-up requests (`assets.extra/tf_serving_warmup_requests`), so that no
+    client request waits for a compiled bucket's XLA compilation.
+
+    Args:
+        name: The model name clients put in `ModelSpec.name`.
+        base_path: The directory holding `<version>/` SavedModels.
+        warmup_threads: Warm-up requests replayed at once (None: one per CPU core); 0
+            replays none.
+
+    Attributes:
+        warmup_seconds: How long the warm-up took (0.0 without one).
+    """
+
+    def __init__(self, name: str, base_path: str, warmup_threads: int | None = None) -> None:
         import tensorflow_text  # noqa: F401 (registers the SentencePiece ops of the export)
 
+        if warmup_threads is not None and warmup_threads < 0:
+            raise ValueError(f"warmup_threads must be >= 0, got {warmup_threads}.")
         self.name = name
         self.path = latest_version_dir(base_path)
         self.version = int(os.path.basename(self.path))
         self.loaded = tf.saved_model.load(self.path)
+        self.warmup_seconds = (
+            replay_warmup_requests(self.loaded, self.path, warmup_threads)
+            if warmup_threads
+            else 0.0
+        )
         self.signatures = dict(self.loaded.signatures)
         proto = saved_model_pb2.SavedModel()
         with tf.io.gfile.GFile(os.path.join(self.path, "saved_model.pb"), "rb") as f:
