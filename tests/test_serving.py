@@ -154,8 +154,11 @@ def test_servable_replays_the_warmup_requests_before_serving(exported, monkeypat
     monkeypatch.setattr(prediction_service, "replay_warmup_requests", replay)
     servable = prediction_service.ServableModel("m", str(exported), warmup_threads=2)
     assert calls == [(servable.path, 2)] and servable.warmup_seconds == 1.5
+    # By default too (None: one thread per core, as replay_warmup_requests counts them).
+    prediction_service.ServableModel("m", str(exported))
+    assert calls[1:] == [(servable.path, None)]
     # 0: none, as TF Serving with --enable_model_warmup=false.
     assert prediction_service.ServableModel("m", str(exported), 0).warmup_seconds == 0.0
-    assert len(calls) == 1
+    assert len(calls) == 2
     with pytest.raises(ValueError, match="warmup_threads must be >= 0, got -1"):
         prediction_service.ServableModel("m", str(exported), -1)

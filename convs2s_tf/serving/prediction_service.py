@@ -58,9 +58,9 @@ class ServableModel:
         self.version = int(os.path.basename(self.path))
         self.loaded = tf.saved_model.load(self.path)
         self.warmup_seconds = (
-            replay_warmup_requests(self.loaded, self.path, warmup_threads)
-            if warmup_threads
-            else 0.0
+            0.0
+            if warmup_threads == 0
+            else replay_warmup_requests(self.loaded, self.path, warmup_threads)
         )
         self.signatures = dict(self.loaded.signatures)
         proto = saved_model_pb2.SavedModel()
