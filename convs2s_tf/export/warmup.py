@@ -109,11 +109,7 @@ def replay_warmup_requests(loaded: Any, version_dir: str, threads: int | None = 
     def replay(request: WarmupRequest) -> None:
         loaded.signatures[request.signature_name](**request.inputs)
 
-    if threads == 1:
-        for request in requests:
-            replay(request)
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-            # list(): a request's error is raised here, as in the serial replay.
-            list(pool.map(replay, requests))
+    # One thread takes the requests in the file's order; list() raises a request's error.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(replay, requests))
     return time.perf_counter() - start
