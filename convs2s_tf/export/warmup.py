@@ -98,7 +98,9 @@ def replay_warmup_requests(loaded: Any, version_dir: str, threads: int | None = 
     Returns:
         The seconds the requests took.
     """
-    threads = threads if threads is not None else len(os.sched_getaffinity(0))
+    if threads is None:  # the cores this process may use (macOS has no affinity to ask)
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        threads = threads or os.cpu_count() or 1
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}.")
     start = time.perf_counter()
