@@ -24,12 +24,20 @@ its warm-up as TF Serving loads it; and, with --ctranslate2_model, a CTranslate2
 that beats this model's floor cannot be matched by any float32 search of this model.
 Each first translates one sentence and the longest batch, untimed (as an export's
 warm-up requests do).
+
+With --file_batches (the default), each round then times the in-process translator and
+the export once more over the same batches as `pipelines.translate` searches a file: one
+batch per core, plus one in flight (`benchmarks.file_batches`, a new process each, since
+TensorFlow's threads are set before it first runs; its load is not timed). Their
+translations are compared with the in-process translator's of the round.
 Ends with one JSON line.
 """
 
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -50,6 +58,9 @@ flags.DEFINE_integer("rounds", 5, "Rounds of alternation.")
 flags.DEFINE_integer("sentences", 0, "Use only the first N test sentences (0: all).")
 flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.")
 flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.")
+flags.DEFINE_boolean(
+    "file_batches", True, "Also time the batches as pipelines.translate searches a file."
+)
 flags.DEFINE_string("ctranslate2_model", None, "Also time this CTranslate2 model.")
 flags.DEFINE_string("ctranslate2_sentencepiece", None, "Its SentencePiece model.")
 FLAGS = flags.FLAGS
@@ -80,6 +91,46 @@ def _time(translator, first, ordered):
     start = time.perf_counter()
     translations = translate_in_batches(translator, ordered, FLAGS.batch_size)
     return milliseconds, len(ordered) / (time.perf_counter() - start), translations
+
+
+def _file_batches(saved_model, output):
+    """`benchmarks.file_batches`' JSON line for the in-process translator (`saved_model`
+    None) or the export, its translations written to `output`."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.file_batches",
+        f"--model_dir={os.path.abspath(FLAGS.model_dir)}",
+        f"--batch_size={FLAGS.batch_size}",
+        f"--sentences={FLAGS.sentences}",
+        f"--output={output}",
+    ]
+    if saved_model:
+        command.append(f"--saved_model={os.path.abspath(saved_model)}")
+    result = subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _file_batches_round(saved_model, work_dir, reference):
+    """One round's `{figure: value}` of `_file_batches` for both translators; `reference`:
+    the in-process translator's translations of the round, in length order."""
+    figures = {}
+    for name, export in (("in_process", None), ("export", saved_model)):
+        output = os.path.join(work_dir, f"{name}_file_batches.txt")
+        line = _file_batches(export, output)
+        with open(output, encoding="utf-8") as f:
+            translations = f.read().splitlines()
+        figures[f"{name}_file_batches_sentences_per_sec"] = line["sentences_per_sec"]
+        figures[f"{name}_file_batches_identical"] = sum(
+            a == b for a, b in zip(translations, reference)
+        )
+        figures["file_batches_in_flight"] = line["in_flight"]
+    return figures
+
+
+def _median_share(rounds, key, floor_key):
+    """The median over `rounds` of `key`'s rate over the round's `floor_key` rate."""
+    return round(statistics.median(r[key] / r[floor_key] for r in rounds), 3)
 
 
 def shares(rounds, names):
@@ -119,6 +170,20 @@ def shares(rounds, names):
                 3,
             ),
         }
+        file_key = f"{name}_file_batches_sentences_per_sec"
+        if file_key in rounds[0]:
+            summary[name].update(
+                file_batches_sentences_per_sec=round(
+                    statistics.median(r[file_key] for r in rounds), 2
+                ),
+                file_batches_share=_median_share(
+                    rounds, file_key, "floor_selection_batch_sentences_per_sec"
+                ),
+                file_batches_rows_share=_median_share(
+                    rounds, file_key, "floor_rows_selection_batch_sentences_per_sec"
+                ),
+                file_batches_identical=min(r[f"{name}_file_batches_identical"] for r in rounds),
+            )
     return summary
 
 
@@ -172,6 +237,8 @@ def main(argv):
                 ms, rate, outputs[name] = _time(translator, first, ordered)
                 figures[f"{name}_batch1_ms"] = round(ms, 2)
                 figures[f"{name}_batch_sentences_per_sec"] = round(rate, 2)
+            if FLAGS.file_batches:
+                figures.update(_file_batches_round(saved_model, work_dir, outputs["in_process"]))
             print(f"round {index + 1}: {json.dumps(figures)}", flush=True)
             rounds.append(figures)
     summary = shares(rounds, translators)
@@ -189,6 +256,14 @@ def main(argv):
             f"{figures['batch_rows_share']:.0%} of the floor at the searches' "
             f"rows), medians of {len(rounds)} rounds"
         )
+        if "file_batches_share" in figures:
+            print(
+                f"{name}, one batch per core: {figures['file_batches_sentences_per_sec']:.1f} "
+                f"sentences/s ({figures['file_batches_share']:.0%}; "
+                f"{figures['file_batches_rows_share']:.0%} of the floor at the searches' rows); "
+                f"{figures['file_batches_identical']} of {len(ordered)} translations as in "
+                "process"
+            )
     print(json.dumps({"rounds": rounds, "summary": summary}))
 
 

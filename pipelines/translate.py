@@ -22,9 +22,9 @@ from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines, split_lines
 from convs2s_tf.inference.translator import (
-    IN_FLIGHT_BATCHES,
     length_sorted_batches,
     map_in_flight,
+    search_one_batch_per_core,
 )
 from pipelines import cli
 from pipelines import flags as pipeline_flags
@@ -107,25 +107,6 @@ def _translate_window(translator, window, start, progress, in_flight):
         if progress is not None:
             progress.update(done)
     return results
-
-
-def search_one_batch_per_core():
-    """Gives each batch's search one core (TensorFlow's intra-op threads) and returns
-    how many batches to search at once: one per core, plus one whose strings are being
-    prepared or decoded meanwhile.
-
-    A search step is a chain of small operations: spread over several cores, one batch
-    mostly waits for them to synchronise, so one core per batch gets more done
-    (docs/performance.md).
-    """
-    import tensorflow as tf
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-    except RuntimeError:  # TensorFlow already runs (main called in-process): as it is.
-        return IN_FLIGHT_BATCHES
-    return (cores or 1) + 1
 
 
 def _write_hypotheses(output, line_number, hypotheses):

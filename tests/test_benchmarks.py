@@ -4,6 +4,7 @@ exits 0 and ends with its JSON line. Their figures are not checked, only that th
 produced."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -286,7 +287,8 @@ def test_floor_share(short_run):
     assert len(line["rounds"]) == 2
     summary = line["summary"]
     assert summary["sentences"] == SENTENCES
-    # The two translators run the same search.
+    # The two translators run the same search, and so do their file batches searched one
+    # per core in new processes.
     assert summary["identical_in_process_export"] == SENTENCES
     for name in ("in_process", "export"):
         for key in (
@@ -296,8 +298,16 @@ def test_floor_share(short_run):
             "batch1_shapes_share",
             "batch_share",
             "batch_rows_share",
+            "file_batches_sentences_per_sec",
+            "file_batches_share",
+            "file_batches_rows_share",
         ):
             assert summary[name][key] > 0, (name, key)
+        assert summary[name]["file_batches_identical"] == SENTENCES
+    # One batch per core, plus one.
+    assert all(
+        r["file_batches_in_flight"] == len(os.sched_getaffinity(0)) + 1 for r in line["rounds"]
+    )
     assert all(r["floor_rows_selection_batch_sentences_per_sec"] > 0 for r in line["rounds"])
 
 

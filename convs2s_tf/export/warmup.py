@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from convs2s_tf.cores import available_cores
+
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -98,9 +100,8 @@ def replay_warmup_requests(loaded: Any, version_dir: str, threads: int | None = 
     Returns:
         The seconds the requests took.
     """
-    if threads is None:  # the cores this process may use (macOS has no affinity to ask)
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        threads = threads or os.cpu_count() or 1
+    if threads is None:
+        threads = available_cores()
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}.")
     start = time.perf_counter()

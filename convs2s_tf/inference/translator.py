@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from convs2s_tf.cores import available_cores
 from convs2s_tf.decoding import MIN_LENGTH_ERROR
 
 # Sentences per batch of `translate_all` (and the pipelines' default batch size).
@@ -94,6 +95,24 @@ def map_in_flight(
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True)
+
+
+def search_one_batch_per_core() -> int:
+    """Gives each batch's search one core (TensorFlow's intra-op threads) and returns
+    how many batches to search at once (`map_in_flight`): one per core, plus one whose
+    strings are being prepared or decoded meanwhile.
+
+    A search step is a chain of small operations: spread over several cores, one batch
+    mostly waits for them to synchronise, so one core per batch gets more done
+    (docs/performance.md, "A file's batches, one per core"). The threads can only be
+    set before TensorFlow first runs; after that the process keeps its threads and
+    `IN_FLIGHT_BATCHES` are searched at once.
+    """
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already runs (e.g. main called in-process).
+        return IN_FLIGHT_BATCHES
+    return available_cores() + 1
 
 
 class InferenceError(ValueError):
