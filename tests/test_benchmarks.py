@@ -279,12 +279,12 @@ def test_floor_share(short_run):
             "-m",
             "benchmarks.floor_share",
             f"--model_dir={short_run}",
-            "--rounds=2",
+            "--rounds=1",
             "--latency_sentences=2",
             "--batch_size=4",
         ]
     )
-    assert len(line["rounds"]) == 2
+    assert len(line["rounds"]) == 1
     summary = line["summary"]
     assert summary["sentences"] == SENTENCES
     # The two translators run the same search, and so do their file batches searched one
