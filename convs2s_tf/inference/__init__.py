@@ -2,8 +2,9 @@
 export, and the factories that build translators and exports from a run or an export.
 
 * `translator`: the `Translator` interface, `BATCH_SIZE`, the errors, and length-sorted
-  batches translated two at a time (`Translator.translate_all`, `pipelines.translate`);
-  it imports no other module of this package;
+  batches translated two at a time (`Translator.translate_all`), or one per core
+  (`search_one_batch_per_core`, as `pipelines.translate` does); it imports no other
+  module of this package;
 * `text_translators`: `CheckpointTranslator` and `SavedModelTranslator` (text in and out);
 * `token_ids_translator`: `TokenIdsTranslator` (space-separated tokens in and out);
 * `factory`: `open_translator`, `open_saved_model`, `load_inference_model` (a run, or an
