@@ -74,13 +74,16 @@ def test_each_batch_searches_on_one_core_unless_tensorflow_already_runs():
     code = (
         "import json, os\n"
         "import tensorflow as tf\n"
+        "from convs2s_tf.inference import translator\n"
         "from pipelines import translate\n"
         "if RUNNING:\n"
         "    tf.constant(1.0) + 1.0  # TensorFlow's runtime starts\n"
+        "# pipelines.translate searches as the library's function says.\n"
+        "assert translate.search_one_batch_per_core is translator.search_one_batch_per_core\n"
         "in_flight = translate.search_one_batch_per_core()\n"
         "threads = tf.config.threading.get_intra_op_parallelism_threads()\n"
         "cores = len(os.sched_getaffinity(0))\n"
-        "print(json.dumps([in_flight, cores, threads, translate.IN_FLIGHT_BATCHES]))\n"
+        "print(json.dumps([in_flight, cores, threads, translator.IN_FLIGHT_BATCHES]))\n"
     )
     in_flight, cores, threads, default = _imported_after("RUNNING = False\n" + code)
     assert (in_flight, threads) == (cores + 1, 1)
