@@ -11,8 +11,11 @@ TF Serving loads it, which serves concurrent requests the same way with
 `--tensorflow_intra_op_parallelism=1`). Each translator first translates one sentence and
 the longest batch, untimed, as `floor_share` does; then the timed pass: the run's test
 sentences sorted by length (`run_files.length_order`) in consecutive batches of
---batch_size, with `map_in_flight` keeping one batch per core plus one in flight. Writes
-the translations to --output in that sorted order and prints one JSON line.
+--batch_size, with `map_in_flight` keeping one batch per core plus one in flight. Before
+it, a pass of lone requests: the same batches one at a time, each searched as one search
+of its rows per core (`SearchConfig.parts`), as a lone client of TF Serving is served.
+Writes the file pass's translations to --output in that sorted order (the lone
+requests' to --output with `.requests` appended) and prints one JSON line.
 """
 
 import json
@@ -64,10 +67,12 @@ def main(argv):
     # Untimed, as floor_share warms its translators: a compiled bucket and the graph path.
     translator.translate(sources[:1])
     translator.translate(ordered[-FLAGS.batch_size :])
+    requests_rate, requests = time_file_batches(translator, ordered, FLAGS.batch_size, 1)
     rate, translations = time_file_batches(translator, ordered, FLAGS.batch_size, in_flight)
     if FLAGS.output:
-        with open(FLAGS.output, "w", encoding="utf-8") as f:
-            f.writelines(translation + "\n" for translation in translations)
+        for path, lines in ((FLAGS.output, translations), (FLAGS.output + ".requests", requests)):
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
     print(
         json.dumps(
             {
@@ -76,6 +81,7 @@ def main(argv):
                 "in_flight": in_flight,
                 "sentences": len(ordered),
                 "sentences_per_sec": round(rate, 2),
+                "requests_sentences_per_sec": round(requests_rate, 2),
             }
         )
     )

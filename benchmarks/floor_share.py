@@ -28,8 +28,10 @@ warm-up requests do).
 With --file_batches (the default), each round then times the in-process translator and
 the export once more over the same batches as `pipelines.translate` searches a file: one
 batch per core, plus one in flight (`benchmarks.file_batches`, a new process each, since
-TensorFlow's threads are set before it first runs; its load is not timed). Their
-translations are compared with the in-process translator's of the round.
+TensorFlow's threads are set before it first runs; its load is not timed); and, before
+that, as lone requests in the same process: one batch at a time, each searched one part
+of its rows per core (`SearchConfig.parts`). Their translations are compared with the
+in-process translator's of the round.
 Ends with one JSON line.
 """
 
@@ -118,12 +120,16 @@ def _file_batches_round(saved_model, work_dir, reference):
     for name, export in (("in_process", None), ("export", saved_model)):
         output = os.path.join(work_dir, f"{name}_file_batches.txt")
         line = _file_batches(export, output)
-        with open(output, encoding="utf-8") as f:
-            translations = f.read().splitlines()
         figures[f"{name}_file_batches_sentences_per_sec"] = line["sentences_per_sec"]
-        figures[f"{name}_file_batches_identical"] = sum(
-            a == b for a, b in zip(translations, reference)
-        )
+        figures[f"{name}_lone_requests_sentences_per_sec"] = line["requests_sentences_per_sec"]
+        for kind, path in (("file_batches", output), ("lone_requests", output + ".requests")):
+            with open(path, encoding="utf-8") as f:
+                translations = f.read().splitlines()
+            figures[f"{name}_{kind}_identical"] = (
+                sum(a == b for a, b in zip(translations, reference))
+                if len(translations) == len(reference)
+                else 0
+            )
         figures["file_batches_in_flight"] = line["in_flight"]
     return figures
 
@@ -170,21 +176,25 @@ def shares(rounds, names):
                 3,
             ),
         }
-        file_key = f"{name}_file_batches_sentences_per_sec"
-        if file_key in rounds[0]:
-            summary[name].update(
-                file_batches_sentences_per_sec=round(
-                    statistics.median(r[file_key] for r in rounds), 2
-                ),
-                file_batches_share=_median_share(
-                    rounds, file_key, "floor_selection_batch_sentences_per_sec"
-                ),
-                file_batches_rows_share=_median_share(
-                    rounds, file_key, "floor_rows_selection_batch_sentences_per_sec"
-                ),
-                file_batches_identical=min(r[f"{name}_file_batches_identical"] for r in rounds),
-            )
+        for kind in ("file_batches", "lone_requests"):
+            key = f"{name}_{kind}_sentences_per_sec"
+            if key in rounds[0]:
+                summary[name].update(_pass_shares(rounds, name, kind))
     return summary
+
+
+def _pass_shares(rounds, name, kind):
+    """The medians of a `benchmarks.file_batches` pass (`kind`: "file_batches" or
+    "lone_requests") of translator `name`, against both batch floors."""
+    key = f"{name}_{kind}_sentences_per_sec"
+    return {
+        f"{kind}_sentences_per_sec": round(statistics.median(r[key] for r in rounds), 2),
+        f"{kind}_share": _median_share(rounds, key, "floor_selection_batch_sentences_per_sec"),
+        f"{kind}_rows_share": _median_share(
+            rounds, key, "floor_rows_selection_batch_sentences_per_sec"
+        ),
+        f"{kind}_identical": min(r[f"{name}_{kind}_identical"] for r in rounds),
+    }
 
 
 def main(argv):
@@ -262,6 +272,14 @@ def main(argv):
                 f"sentences/s ({figures['file_batches_share']:.0%}; "
                 f"{figures['file_batches_rows_share']:.0%} of the floor at the searches' rows); "
                 f"{figures['file_batches_identical']} of {len(ordered)} translations as in "
+                "process"
+            )
+            print(
+                f"{name}, lone requests, one search per core: "
+                f"{figures['lone_requests_sentences_per_sec']:.1f} sentences/s "
+                f"({figures['lone_requests_share']:.0%}; "
+                f"{figures['lone_requests_rows_share']:.0%} of the floor at the searches' rows); "
+                f"{figures['lone_requests_identical']} of {len(ordered)} translations as in "
                 "process"
             )
     print(json.dumps({"rounds": rounds, "summary": summary}))

@@ -18,6 +18,7 @@ import sys
 from absl import app, flags
 
 from convs2s_tf.data.text_files import read_lines
+from convs2s_tf.inference.translator import search_one_batch_per_core
 from pipelines import cli
 from pipelines import flags as pipeline_flags
 from pipelines.inference import search_config_from_flags, translator_from_flags, usage_errors
@@ -119,12 +120,13 @@ def main(argv):
         )
     from convs2s_tf.evaluation import corpus_scores
 
+    in_flight = search_one_batch_per_core()
     translator = translator_from_flags(search_config)
     # translate_all, as training's test score: the same batches, so the same BLEU. A
     # search setting a sentence cannot meet (e.g. --min_length beyond its maximum output
     # length) ends the run with the translator's message, which names the flags.
     with usage_errors():
-        hypotheses = translator.translate_all(sources, FLAGS.batch_size)
+        hypotheses = translator.translate_all(sources, FLAGS.batch_size, in_flight=in_flight)
     if FLAGS.output:
         _write_hypotheses(hypotheses, FLAGS.output)
     scores = corpus_scores(hypotheses, references)

@@ -288,7 +288,7 @@ def test_floor_share(short_run):
     summary = line["summary"]
     assert summary["sentences"] == SENTENCES
     # The two translators run the same search, and so do their file batches searched one
-    # per core in new processes.
+    # per core in new processes, and their lone requests searched one part per core.
     assert summary["identical_in_process_export"] == SENTENCES
     for name in ("in_process", "export"):
         for key in (
@@ -301,9 +301,14 @@ def test_floor_share(short_run):
             "file_batches_sentences_per_sec",
             "file_batches_share",
             "file_batches_rows_share",
+            "lone_requests_sentences_per_sec",
+            "lone_requests_share",
+            "lone_requests_rows_share",
         ):
             assert summary[name][key] > 0, (name, key)
         assert summary[name]["file_batches_identical"] == SENTENCES
+        # Lone requests are searched in parts: the same translations.
+        assert summary[name]["lone_requests_identical"] == SENTENCES
     # One batch per core, plus one.
     assert all(
         r["file_batches_in_flight"] == len(os.sched_getaffinity(0)) + 1 for r in line["rounds"]

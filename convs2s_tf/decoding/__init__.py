@@ -11,6 +11,7 @@ from convs2s_tf.decoding.beam_search import (
 )
 from convs2s_tf.decoding.ensemble import Ensemble, combine_log_probs
 from convs2s_tf.decoding.search_config import SearchConfig
+from convs2s_tf.decoding.search_parts import search_in_parts
 
 __all__ = [
     "Ensemble",
@@ -22,5 +23,6 @@ __all__ = [
     "best_hypothesis_function",
     "combine_log_probs",
     "max_output_lengths",
+    "search_in_parts",
     "top_k_with_special_bias",
 ]

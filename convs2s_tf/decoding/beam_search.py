@@ -39,6 +39,7 @@ import tensorflow as tf
 from convs2s_tf.decoding.beam_state import initial_beam_state, shape_invariants
 from convs2s_tf.decoding.candidates import top_k_with_special_bias
 from convs2s_tf.decoding.search_config import SearchConfig
+from convs2s_tf.decoding.search_parts import search_in_parts
 from convs2s_tf.decoding.search_step import (
     drop_finished_sentences,
     record_attention,
@@ -139,7 +140,8 @@ def beam_search(
             slower on CPU); the step then keeps static shapes: finished sentences
             stay in the batch and the source is padded to a multiple of
             `XLA_SOURCE_MULTIPLE`, so it compiles once per batch size and source bucket
-            rather than at every step.
+            rather than at every step. With `parts > 1` (and no shortlist) the batch's
+            rows are searched as that many searches side by side (`search_in_parts`).
         return_attention: Also return each hypothesis' attention.
         kernels: The model's weight-normalised kernels from `fold_kernels`, when the
             caller keeps them (otherwise they are computed once per call).
@@ -160,6 +162,15 @@ def beam_search(
     TensorShape([1, 2])
     """
     config = SearchConfig() if search_config is None else search_config
+    if config.parts > 1 and shortlist is None:
+        whole = config.replace(parts=1)
+        return search_in_parts(
+            lambda rows: beam_search(
+                model, rows, whole, return_attention=return_attention, kernels=kernels
+            ),
+            tf.convert_to_tensor(source, tf.int32),
+            config.parts,
+        )
     beam_size, nbest, xla = config.beam_size, config.nbest, config.xla
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"`nbest` must be between 1 and `beam_size={beam_size}`, got {nbest}.")

@@ -34,6 +34,12 @@ class SearchConfig:
             searches (`BucketedSearch`, batches of up to 128 sentences with these
             weights: `compiled_buckets`) then run those products on the CPU's 8-bit
             units; graph mode computes the same sums in float32.
+        parts: A batch searched in graph mode is searched as this many searches of its
+            rows side by side (`search_in_parts`; not with a shortlist, whose candidate
+            set is the whole batch's). With one intra-op thread per search
+            (`search_one_batch_per_core`, TF Serving's
+            `--tensorflow_intra_op_parallelism=1`) each takes a core, so a lone
+            request uses them all; the translations do not change.
 
     Example:
 
@@ -52,6 +58,9 @@ class SearchConfig:
     dtype: str = "float32"
     xla: bool = False
     int8_weights: bool = False
+    # Two: the cores of the smallest machine this serves on; more cores want more parts
+    # (docs/performance.md, "One request, one search per core").
+    parts: int = 2
 
     def validate(self, model_max_length: int | None = None) -> SearchConfig:
         """Raises ValueError naming the first setting that cannot work; returns self.
@@ -82,6 +91,8 @@ class SearchConfig:
                 f"`min_length={self.min_length}` exceeds the model's longest output "
                 f"({model_max_length - 1} tokens before </s>)."
             )
+        if self.parts < 1:
+            raise ValueError(f"`parts` must be >= 1, got {self.parts}.")
         if self.dtype not in COMPUTE_DTYPES:
             raise ValueError(f"dtype must be one of {COMPUTE_DTYPES}, got {self.dtype!r}.")
         if self.int8_weights and self.dtype != "float32":

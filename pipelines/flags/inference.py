@@ -71,6 +71,7 @@ SEARCH_FLAG_FIELDS = {
     "inference_dtype": "dtype",
     "xla_decode": "xla",
     "int8_weights": "int8_weights",
+    "search_parts": "parts",
 }
 
 
@@ -136,6 +137,17 @@ def define_search_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "sentences are then searched by compiled buckets whose products run on the CPU's "
         "8-bit units (AMX, VNNI); with --shortlist it is slower at large batches. "
         "docs/performance.md gives its speed and BLEU.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "search_parts",
+        defaults.parts,
+        "Search a batch (beyond the compiled buckets) as this many searches of its rows, "
+        "side by side: with one intra-op thread per search (pipelines.translate and "
+        "pipelines.evaluate set it; TF Serving: --tensorflow_intra_op_parallelism=1) each "
+        "takes a core, so a lone batch uses them all. Set it to the cores a request "
+        "should use; translations do not change. Not with --shortlist.",
+        lower_bound=1,
         flag_values=flag_values,
     )
     flags.DEFINE_bool(
