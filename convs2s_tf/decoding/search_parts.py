@@ -15,21 +15,21 @@ the parts give the same translations as the whole batch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from convs2s_tf.vocabulary import PAD_ID
 
-__all__ = ["search_in_parts"]
+if TYPE_CHECKING:  # beam_search imports this module.
+    from convs2s_tf.decoding.beam_search import SearchOutput
 
-# A `SearchOutput` (a NamedTuple: tokens, scores, lengths, attention or None).
-_Output = TypeVar("_Output", bound=tuple)
+__all__ = ["search_in_parts"]
 
 
 def search_in_parts(
-    search: Callable[[tf.Tensor], _Output], source: tf.Tensor, parts: int
-) -> _Output:
+    search: Callable[[tf.Tensor], SearchOutput], source: tf.Tensor, parts: int
+) -> SearchOutput:
     """`search(source)`, computed as `parts` searches of consecutive rows of `source`.
 
     The rows are shared out as evenly as they go (the first parts take one more); a part
@@ -82,29 +82,33 @@ def search_in_parts(
     return _joined(outputs)
 
 
-def _empty_like(output: _Output) -> _Output:
+def _empty_like(output: SearchOutput) -> SearchOutput:
     """An output of no rows shaped as `output` in its other axes."""
-    return type(output)(*(None if t is None else t[:0] for t in output))
+    attention = None if output.attention is None else output.attention[:0]
+    return output._replace(
+        tokens=output.tokens[:0],
+        scores=output.scores[:0],
+        lengths=output.lengths[:0],
+        attention=attention,
+    )
 
 
-def _joined(outputs: list[_Output]) -> _Output:
-    """The outputs' rows in order, each padded to the most columns (axis 2)."""
-    fields = []
-    for tensors in zip(*outputs):
-        if tensors[0] is None:
-            fields.append(None)
-            continue
-        if tensors[0].shape.rank < 3:  # scores, lengths: [rows, nbest]
-            fields.append(tf.concat(tensors, axis=0))
-            continue
-        width = tf.reduce_max(tf.stack([tf.shape(t)[2] for t in tensors]))
-        pad_value = PAD_ID if tensors[0].dtype.is_integer else 0
-        padded = [_pad_axis(t, 2, width, pad_value) for t in tensors]
-        fields.append(tf.concat(padded, axis=0))
-    return type(outputs[0])(*fields)
+def _joined(outputs: list[SearchOutput]) -> SearchOutput:
+    """The outputs' rows in order, their tokens and attention padded to the most columns."""
+    width = tf.reduce_max(tf.stack([tf.shape(output.tokens)[2] for output in outputs]))
+    attention = None
+    if outputs[0].attention is not None:
+        attention = tf.concat([_pad_columns(o.attention, width, 0.0) for o in outputs], 0)
+    return outputs[0]._replace(
+        tokens=tf.concat([_pad_columns(o.tokens, width, PAD_ID) for o in outputs], 0),
+        scores=tf.concat([o.scores for o in outputs], 0),
+        lengths=tf.concat([o.lengths for o in outputs], 0),
+        attention=attention,
+    )
 
 
-def _pad_axis(tensor: tf.Tensor, axis: int, size: tf.Tensor, value: int) -> tf.Tensor:
+def _pad_columns(tensor: tf.Tensor, width: tf.Tensor, value: float) -> tf.Tensor:
+    """`tensor` (`[rows, nbest, columns, ...]`) padded with `value` to `width` columns."""
     paddings = [[0, 0]] * tensor.shape.rank
-    paddings[axis] = [0, size - tf.shape(tensor)[axis]]
+    paddings[2] = [0, width - tf.shape(tensor)[2]]
     return tf.pad(tensor, paddings, constant_values=tf.cast(value, tensor.dtype))
