@@ -32,13 +32,14 @@ raw logits, and only they are normalised by the log-sum-exp).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from convs2s_tf.decoding.beam_state import initial_beam_state, shape_invariants
 from convs2s_tf.decoding.candidates import top_k_with_special_bias
 from convs2s_tf.decoding.search_config import SearchConfig
+from convs2s_tf.decoding.search_output import SearchOutput
 from convs2s_tf.decoding.search_parts import search_in_parts
 from convs2s_tf.decoding.search_step import (
     drop_finished_sentences,
@@ -64,23 +65,6 @@ __all__ = [
     "n_best",
     "top_k_with_special_bias",
 ]
-
-
-class SearchOutput(NamedTuple):
-    """The n-best hypotheses of every sentence, best first.
-
-    Fields:
-        tokens: `[batch, nbest, time]` int32, each ending in `</s>` then `<pad>`.
-        scores: `[batch, nbest]` float32, `sum log p / length ** alpha`.
-        lengths: `[batch, nbest]` int32, tokens including `</s>`.
-        attention: `[batch, nbest, time, source]` float32 attention averaged over the
-            decoder's attention blocks, or None when not requested.
-    """
-
-    tokens: tf.Tensor
-    scores: tf.Tensor
-    lengths: tf.Tensor
-    attention: tf.Tensor | None
 
 
 # First words of the error a search raises when `min_length` exceeds a sentence's

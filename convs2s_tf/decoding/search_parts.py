@@ -15,14 +15,11 @@ the parts give the same translations as the whole batch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
+from convs2s_tf.decoding.search_output import SearchOutput
 from convs2s_tf.vocabulary import PAD_ID
-
-if TYPE_CHECKING:  # beam_search imports this module.
-    from convs2s_tf.decoding.beam_search import SearchOutput
 
 __all__ = ["search_in_parts"]
 
