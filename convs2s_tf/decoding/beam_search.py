@@ -47,7 +47,7 @@ from convs2s_tf.decoding.search_step import (
     search_step_function,
 )
 from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
-from convs2s_tf.layers import frozen_kernels
+from convs2s_tf.layers import fold_kernels, frozen_kernels
 from convs2s_tf.vocabulary import PAD_ID
 
 if TYPE_CHECKING:
@@ -148,9 +148,11 @@ def beam_search(
     config = SearchConfig() if search_config is None else search_config
     if config.parts > 1 and shortlist is None:
         whole = config.replace(parts=1)
+        # Folded once for all the parts, not once per part.
+        folded = fold_kernels(model) if kernels is None else kernels
         return search_in_parts(
             lambda rows: beam_search(
-                model, rows, whole, return_attention=return_attention, kernels=kernels
+                model, rows, whole, return_attention=return_attention, kernels=folded
             ),
             tf.convert_to_tensor(source, tf.int32),
             config.parts,

@@ -61,10 +61,9 @@ def search_in_parts(
     if parts == 1:
         return search(source)
     batch = tf.shape(source)[0]
-    bounds = [(batch * part) // parts for part in range(parts + 1)]
-    # The first part has the most rows (ceil), so it always runs for a non-empty batch
-    # and gives the structure the empty parts copy.
-    bounds = [batch - bound for bound in reversed(bounds)]
+    # Part k ends at ceil(batch * k / parts): the first part has the most rows, so it
+    # always runs for a non-empty batch and gives the structure the empty parts copy.
+    bounds = [(batch * part + parts - 1) // parts for part in range(parts + 1)]
     first = search(source[bounds[0] : bounds[1]])
     outputs = [first]
     for start, end in zip(bounds[1:-1], bounds[2:]):
