@@ -1,11 +1,13 @@
 """Serves a SavedModel over TF Serving's gRPC protocol (Predict, GetModelMetadata).
 
     python -m pipelines.serve --model_base_path=saved_models/multi30k_en_de \\
-        --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1] [--warmup_threads=N]
+        --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1] [--warmup_threads=N] \\
+        [--tensorflow_intra_op_parallelism=1]
 
 A light stand-in for `tensorflow_model_server` where TF Serving is not installed: the
 same protocol, the newest version under --model_base_path, its warm-up requests replayed
-before it listens. Binds 127.0.0.1 unless --host says otherwise; stops cleanly on SIGTERM.
+before it listens, TensorFlow's thread pools sized by TF Serving's own flags. Binds
+127.0.0.1 unless --host says otherwise; stops cleanly on SIGTERM.
 """
 
 from absl import app, flags, logging
@@ -26,6 +28,19 @@ flags.DEFINE_integer(
     "requests compile the buckets).",
     lower_bound=0,
 )
+flags.DEFINE_integer(
+    "tensorflow_intra_op_parallelism",
+    0,
+    "Threads one operation may use, as TF Serving's flag of the same name (0: TensorFlow's "
+    "default, every core; 1: each request's search on one core, for concurrent requests).",
+    lower_bound=0,
+)
+flags.DEFINE_integer(
+    "tensorflow_inter_op_parallelism",
+    0,
+    "Operations run at once, as TF Serving's flag of the same name (0: TensorFlow's default).",
+    lower_bound=0,
+)
 flags.mark_flags_as_required(["model_base_path", "model_name"])
 FLAGS = flags.FLAGS
 # The shared flags are defined too so that an experiment's flagfile is accepted; the
@@ -36,13 +51,27 @@ pipeline_flags.declare_key_flags()
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    from convs2s_tf.serving import ServableModel, create_server, serve_until_signal
+    from convs2s_tf.serving import (
+        ServableModel,
+        create_server,
+        serve_until_signal,
+        set_op_parallelism,
+    )
 
+    # Before the model loads: TensorFlow fixes its thread pools when it first runs.
+    intra_op, inter_op = set_op_parallelism(
+        FLAGS.tensorflow_intra_op_parallelism, FLAGS.tensorflow_inter_op_parallelism
+    )
     # A missing --model_base_path (FileNotFoundError) is reported by pipelines.cli.
     servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path, FLAGS.warmup_threads)
     server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers)
     # One parseable line, for scripts and tests that start the server.
-    print(f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port}", flush=True)
+    print(
+        f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port} "
+        f"(intra-op threads: {intra_op or 'default'}, "
+        f"inter-op threads: {inter_op or 'default'})",
+        flush=True,
+    )
     logging.info(
         "Serving %s from %s (warm-up %.1f s)", servable.name, servable.path, servable.warmup_seconds
     )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up a fresh clone for testing and runs the whole test suite (lint included).
+# Sets up a fresh clone for testing, lints, and runs the fast tests (`--all`: every test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,13 @@ python3 -m flake8 convs2s_tf pipelines tests benchmarks
 python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
 python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
 python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
+# The fast tests by default; `--all` adds those marked `slow` (pipelines, benchmarks and
+# every docs page's commands run end to end in fresh processes), as CI runs them.
+SELECT=(-m "not slow")
+if [[ "${1:-}" == "--all" ]]; then
+  SELECT=()
+  shift
+fi
 # Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
 # module's fixtures (a trained run, an export) are made once.
-python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "${SELECT[@]}" "$@"

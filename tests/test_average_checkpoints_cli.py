@@ -6,11 +6,15 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 from conftest import ROOT, SEARCH_FLAGS, run_python, subprocess_env
 from helpers.models import randomize_weights
 
 from convs2s_tf.runs import RunDirectory, build_model
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 
 def _run_with_three_checkpoints(tiny_run, path):

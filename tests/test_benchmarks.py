@@ -18,6 +18,9 @@ from helpers.corpora import (
 
 from benchmarks import floor_share, train_profile
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
 

@@ -4,7 +4,11 @@ run's export; every step's output checked, not the figures."""
 
 import json
 
+import pytest
 from conftest import run_python
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 
 def test_compare_ctranslate2(tiny_run, tmp_path):

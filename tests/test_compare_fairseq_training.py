@@ -8,6 +8,9 @@ from helpers.models import small_model_config
 from benchmarks import fairseq_commands, fairseq_training
 from benchmarks.config_models import CONFIG_MODEL, model_config, training_config
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 # What fairseq 0.12's fairseq-train logs (`--log-format=simple --log-interval=2`).
 LOG = """\
 2026-11-25 13:31:53 | INFO | fairseq_cli.train | num. shared model params: 8,048,448 \

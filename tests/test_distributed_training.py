@@ -15,10 +15,14 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
 from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 WORKERS = 2
 

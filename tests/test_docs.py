@@ -442,6 +442,7 @@ def page_results(small_corpus, small_prepared, tmp_path_factory):
     return results
 
 
+@pytest.mark.slow  # every page's commands, minutes: `scripts/run_tests.sh --all` and CI
 @pytest.mark.parametrize("path", DOC_PATHS)
 def test_runnable_blocks_run(path, page_results):
     result = page_results[path]

@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
 
@@ -15,6 +16,9 @@ from convs2s_tf.export.translation_module import (
 )
 from convs2s_tf.inference import load_inference_model
 from convs2s_tf.layers.frozen_kernels import foldable_layers
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 LINES = ["A man is riding a bicycle.", "Two dogs play in the snow.", "", "A girl smiles."]
 

@@ -31,6 +31,9 @@ from convs2s_tf.inference import (
 from convs2s_tf.layers.frozen_kernels import foldable_layers
 from convs2s_tf.runs import load_trained_model
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 TEXTS = [
     "A man is riding a bicycle.",
     "Two dogs play in the snow.",

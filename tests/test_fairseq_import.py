@@ -19,6 +19,9 @@ import numpy as np
 import pytest
 from helpers.parity import require_fairseq
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 require_fairseq()
 
 import tensorflow as tf  # noqa: E402

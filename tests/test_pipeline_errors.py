@@ -21,6 +21,9 @@ from convs2s_tf.decoding.search_config import SearchConfig
 from pipelines import console
 from pipelines import flags as pipeline_flags
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 CONFIG = "configs/multi30k_en_de.cfg"
 PIPELINES = (
     "prepare_data",
@@ -92,7 +95,16 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         "export": _shared(g.RUN, g.CHECKPOINT, g.SEARCH, g.EXPORT),
         "import_fairseq": _shared(g.CHECKPOINT, g.IMPORT),
         "model_summary": _shared(g.MODEL, also=["vocab_size", "preset"]),
-        "serve": {"model_base_path", "model_name", "host", "port", "max_workers", "warmup_threads"},
+        "serve": {
+            "model_base_path",
+            "model_name",
+            "host",
+            "port",
+            "max_workers",
+            "warmup_threads",
+            "tensorflow_intra_op_parallelism",
+            "tensorflow_inter_op_parallelism",
+        },
         "client": {"server", "model_name", "signature_name", "timeout"},
         "average_checkpoints": _shared(g.RUN, g.AVERAGE, also=["output_dir"]),
         "export_fairseq": _shared(

@@ -21,6 +21,9 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from pipelines.client import predict
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 # Two layers a side, 32 wide: seconds a step on 2 cores.
 TINY_POSENET = [
     "--family=posenet",

@@ -15,6 +15,9 @@ import shutil
 import pytest
 from conftest import SEARCH_FLAGS, run_python
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def relocated(tiny_run, tmp_path_factory):

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import ROOT
 from conftest import subprocess_env as _env
-from helpers.subprocesses import start_server
+from helpers.subprocesses import start_server, start_server_with_banner
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -121,6 +121,61 @@ def test_bad_requests_get_clear_errors_and_server_keeps_serving(
     assert error.value.code() == code
     assert message in error.value.details()
     assert predict(stub, "tiny", ["Still there?"])["translation"].shape == (1,)
+
+
+def test_thread_flags_size_the_pools_and_serve_the_same_translations(exported, stub):
+    # TF Serving's own flags: one thread per operation and one operation at a time.
+    process, address, banner = start_server_with_banner(
+        exported,
+        "tiny",
+        "--tensorflow_intra_op_parallelism=1",
+        "--tensorflow_inter_op_parallelism=1",
+        "--warmup_threads=0",
+    )
+    try:
+        assert "(intra-op threads: 1, inter-op threads: 1)" in banner, banner
+        with grpc.insecure_channel(address) as channel:
+            one_thread = predict(
+                prediction_service_pb2_grpc.PredictionServiceStub(channel), "tiny", SENTENCES
+            )
+    finally:
+        process.kill()
+        process.wait()
+    default = predict(stub, "tiny", SENTENCES)
+    np.testing.assert_array_equal(one_thread["translation"], default["translation"])
+
+
+def test_op_parallelism_is_set_before_tensorflow_runs_and_refused_after():
+    script = (
+        "import tensorflow as tf\n"
+        "from convs2s_tf.serving import set_op_parallelism\n"
+        "print(set_op_parallelism(0, 0), set_op_parallelism(1, 2))\n"
+        "tf.constant(1.0) + 1.0\n"
+        "print(set_op_parallelism(1, 2))\n"
+        "try:\n"
+        "    set_op_parallelism(2, 2)\n"
+        "except RuntimeError:\n"
+        "    print('refused')\n"
+        "try:\n"
+        "    set_op_parallelism(-1, 0)\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "(0, 0) (1, 2)",
+        "(1, 2)",
+        "refused",
+        "intra_op must be >= 0, got -1.",
+    ]
 
 
 def test_model_metadata(stub):

@@ -25,6 +25,9 @@ from convs2s_tf.vocabulary import PAD_ID
 
 from .test_export import SEARCH_CONFIG, TEXTS
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def shortlisted_run(tiny_run, tmp_path_factory):

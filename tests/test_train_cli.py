@@ -13,6 +13,9 @@ import tensorflow as tf
 from helpers.corpora import local_corpus_flags
 from tensorboard.backend.event_processing import event_accumulator
 
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A tiny model so that each run takes seconds on 2 cores.

@@ -2,8 +2,12 @@
 
 import json
 
+import pytest
 from conftest import SEARCH_FLAGS, run_python
 from helpers.corpora import multi30k_lines
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 # A U+2028 LINE SEPARATOR or a form feed inside a sentence does not end its line.
 LINES = [

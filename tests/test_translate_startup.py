@@ -4,7 +4,11 @@ imports for features no pipeline uses, and no training, scoring or plotting modu
 import importlib.util
 import json
 
+import pytest
 from conftest import ROOT, run_python
+
+# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+pytestmark = pytest.mark.slow
 
 # Imported by Keras (scikit-learn wrappers, image galleries, notebook detection), by the
 # training loop (TensorBoard, sacrebleu, matplotlib) or by tfds: none is needed to translate.

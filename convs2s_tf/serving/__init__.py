@@ -5,6 +5,13 @@ from convs2s_tf.serving.prediction_service import (
     ServableModel,
     create_server,
     serve_until_signal,
+    set_op_parallelism,
 )
 
-__all__ = ["PredictionServicer", "ServableModel", "create_server", "serve_until_signal"]
+__all__ = [
+    "PredictionServicer",
+    "ServableModel",
+    "create_server",
+    "serve_until_signal",
+    "set_op_parallelism",
+]

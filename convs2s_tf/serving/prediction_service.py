@@ -178,6 +178,35 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return response
 
 
+def set_op_parallelism(intra_op: int = 0, inter_op: int = 0) -> tuple[int, int]:
+    """Sizes TensorFlow's thread pools as TF Serving's `--tensorflow_intra_op_parallelism`
+    and `--tensorflow_inter_op_parallelism` do; 0 keeps TensorFlow's default (every core).
+
+    One intra-op thread gives each search one core, so that concurrent requests do not
+    contend for both (docs/serving.md). Call it before the model loads: TensorFlow fixes
+    its pools when it first runs an operation.
+
+    Returns:
+        `(intra_op, inter_op)` as TensorFlow now reports them (0: its default).
+
+    Raises:
+        ValueError: A size below 0.
+        RuntimeError: TensorFlow has already run an operation in this process.
+    """
+    for name, value in (("intra_op", intra_op), ("inter_op", inter_op)):
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}.")
+    threading_config = tf.config.threading
+    if intra_op != threading_config.get_intra_op_parallelism_threads():
+        threading_config.set_intra_op_parallelism_threads(intra_op)
+    if inter_op != threading_config.get_inter_op_parallelism_threads():
+        threading_config.set_inter_op_parallelism_threads(inter_op)
+    return (
+        threading_config.get_intra_op_parallelism_threads(),
+        threading_config.get_inter_op_parallelism_threads(),
+    )
+
+
 def create_server(
     servable: ServableModel, host: str = "127.0.0.1", port: int = 8500, max_workers: int = 8
 ) -> tuple[grpc.Server, int]:

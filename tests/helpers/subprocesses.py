@@ -45,8 +45,15 @@ def free_ports(count):
     return ports
 
 
-def start_server(model_base_path, model_name):
-    """Starts `pipelines.serve` on a free loopback port; returns `(process, address)`.
+def start_server(model_base_path, model_name, *flags):
+    """Starts `pipelines.serve` on a free loopback port; returns `(process, address)`."""
+    process, address, _ = start_server_with_banner(model_base_path, model_name, *flags)
+    return process, address
+
+
+def start_server_with_banner(model_base_path, model_name, *flags):
+    """Starts `pipelines.serve` (with `flags`) on a free loopback port; returns
+    `(process, address, first line)`.
 
     The server prints its address as its first line; a server that prints anything else
     is killed and the test fails with the end of its stderr.
@@ -59,6 +66,7 @@ def start_server(model_base_path, model_name):
             f"--model_base_path={model_base_path}",
             f"--model_name={model_name}",
             "--port=0",
+            *flags,
         ],
         cwd=ROOT,
         env=subprocess_env(),
@@ -71,4 +79,4 @@ def start_server(model_base_path, model_name):
     if not match:
         process.kill()
         raise AssertionError(f"server did not start: {line!r} {process.stderr.read()[-3000:]}")
-    return process, f"127.0.0.1:{match.group(1)}"
+    return process, f"127.0.0.1:{match.group(1)}", line
