@@ -3,16 +3,12 @@ real protocol (`tensorflow_serving.apis`)."""
 
 import concurrent.futures
 import signal
-import subprocess
-import sys
 
 import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT
-from conftest import subprocess_env as _env
-from helpers.subprocesses import start_server, start_server_with_banner
+from helpers.subprocesses import run_python, start_server, start_server_with_banner
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -44,9 +40,8 @@ def test_client_round_trip(server, stub):
     outputs = predict(stub, "tiny", SENTENCES)
     assert outputs["translation"].shape == (len(SENTENCES),)
     assert np.all(np.isfinite(outputs["score"]))
-    result = subprocess.run(
+    result = run_python(
         [
-            sys.executable,
             "-m",
             "pipelines.client",
             f"--server={server[1]}",
@@ -54,13 +49,8 @@ def test_client_round_trip(server, stub):
             SENTENCES[0],
             SENTENCES[1],
         ],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 2
     assert lines[0].split("\t")[0] == outputs["translation"][0].decode("utf-8")
@@ -161,15 +151,7 @@ def test_op_parallelism_is_set_before_tensorflow_runs_and_refused_after():
         "except ValueError as error:\n"
         "    print(error)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_python(["-c", script], timeout=120)
     assert result.stdout.splitlines() == [
         "(0, 0) (1, 2)",
         "(1, 2)",
