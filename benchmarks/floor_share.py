@@ -15,7 +15,12 @@ times the floor of the batches as they are sent at their searches' own rows
 (`float32_floor.active_rows`: the batch shrinks as sentences finish), and its share is
 reported beside the other (`batch_rows_share`); and the batch-1 floor at the requests'
 own shapes (`float32_floor.shapes_batch1_seconds`: the attention's products and the
-encoder's at the source positions each sentence has; `batch1_shapes_share`).
+encoder's at the source positions each sentence has; `batch1_shapes_share`), and the
+floor of a whole request as TensorFlow runs one (`benchmarks.request_floor`: those
+products and the selection in one compiled program per request, with the export's
+tokenization and detokenization around it, called from Python one sentence at a time
+as the translators are; `request_floor_batch1_ms`, `batch1_request_share`), timed right
+before the translators' batch-1 requests.
 
 Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with
@@ -168,6 +173,12 @@ def shares(rounds, names):
                 ),
                 3,
             ),
+            "batch1_request_share": round(
+                statistics.median(
+                    r["request_floor_batch1_ms"] / ms for r, ms in zip(rounds, batch1)
+                ),
+                3,
+            ),
             "batch_rows_share": round(
                 statistics.median(
                     rate / r["floor_rows_selection_batch_sentences_per_sec"]
@@ -202,6 +213,8 @@ def main(argv):
     import tensorflow_text  # noqa: F401
 
     from benchmarks.float32_floor import sentence_steps, timed_floors
+    from benchmarks.request_floor import RequestFloor
+    from convs2s_tf.export.translation_module import TranslationModule
     from convs2s_tf.inference import load_inference_model, open_saved_model
 
     try:
@@ -232,6 +245,14 @@ def main(argv):
             # Untimed, as an export's warm-up: a compiled bucket and the graph path.
             translator.translate(first[:1])
             translator.translate(ordered[-FLAGS.batch_size :])
+        first_steps, first_lengths = (values[: len(first)] for values in steps)
+        request_floor = RequestFloor(
+            inference.model,
+            TranslationModule(inference.model, inference.tokenizer, inference.search_config),
+            beam,
+            int(first_lengths.max()),
+        )
+        request_floor.warm_up(first, first_steps)  # one compilation per source length
         rounds, outputs = [], {}
         for index in range(FLAGS.rounds):
             figures = timed_floors(
@@ -242,6 +263,9 @@ def main(argv):
                 beam,
                 batches,
                 own_shapes=True,
+            )
+            figures["request_floor_batch1_ms"] = round(
+                statistics.fmean(request_floor.milliseconds(first, first_steps)), 2
             )
             for name, translator in translators.items():
                 ms, rate, outputs[name] = _time(translator, first, ordered)
@@ -261,7 +285,8 @@ def main(argv):
         print(
             f"{name}: batch 1 {figures['batch1_ms']:.2f} ms ({figures['batch1_share']:.0%} of "
             f"the floor; {figures['batch1_shapes_share']:.0%} of the floor at the "
-            f"requests' shapes), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
+            f"requests' shapes; {figures['batch1_request_share']:.0%} of the request "
+            f"floor), batch {FLAGS.batch_size} {figures['batch_sentences_per_sec']:.1f} "
             f"sentences/s ({figures['batch_share']:.0%}; "
             f"{figures['batch_rows_share']:.0%} of the floor at the searches' "
             f"rows), medians of {len(rounds)} rounds"

@@ -299,6 +299,7 @@ def test_floor_share(short_run):
             "batch_sentences_per_sec",
             "batch1_share",
             "batch1_shapes_share",
+            "batch1_request_share",
             "batch_share",
             "batch_rows_share",
             "file_batches_sentences_per_sec",
@@ -359,6 +360,7 @@ def test_floor_shares_are_medians_of_each_rounds_ratio():
             "floor_selection_batch_sentences_per_sec": floor_rate,
             "floor_rows_selection_batch_sentences_per_sec": rows_rate,
             "floor_shapes_selection_batch1_ms": shapes_ms,
+            "request_floor_batch1_ms": shapes_ms + 4,
             "a_batch1_ms": ms,
             "a_batch_sentences_per_sec": rate,
         }
@@ -376,6 +378,8 @@ def test_floor_shares_are_medians_of_each_rounds_ratio():
     assert summary["batch_rows_share"] == 0.8
     # 0.6, 0.3 and 0.9 of the batch-1 floor at the requests' shapes.
     assert summary["batch1_shapes_share"] == 0.6
+    # 0.8, 0.5 and 1.3 of the request floor.
+    assert summary["batch1_request_share"] == 0.8
 
 
 def test_shortlist_sizes(short_run):
