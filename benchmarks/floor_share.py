@@ -7,11 +7,12 @@ On a host shared with others, the speed of this machine moves by up to half with
 hour, and `benchmarks.compare_fairseq` times its floor minutes away from the searches it
 is set against. Here one process loads every translator first, then repeats rounds; each
 round times, one right after the other, the float32 floor with the beam selection
-(`benchmarks.float32_floor`, the steps counted once), and for each translator its batch-1
-latency over the first --latency_sentences test sentences and its throughput over all of
-them sorted by length in batches of --batch_size. A round's share is the floor's time
-over the translator's; the medians over rounds are what carries over. Each round also
-times the floor of the batches as they are sent at their searches' own rows
+(`benchmarks.float32_floor`, the steps counted once), then every translator's batch-1
+latency over the first --latency_sentences test sentences (each sentence sent to every
+translator in turn, so that the host's drift falls on all alike), then each one's
+throughput over all of them sorted by length in batches of --batch_size. A round's share
+is the floor's time over the translator's; the medians over rounds are what carries
+over. Each round also times the floor of the batches as they are sent at their searches' own rows
 (`float32_floor.active_rows`: the batch shrinks as sentences finish), and its share is
 reported beside the other (`batch_rows_share`); and the batch-1 floor at the requests'
 own shapes (`float32_floor.shapes_batch1_seconds`: the attention's products and the
@@ -19,8 +20,8 @@ encoder's at the source positions each sentence has; `batch1_shapes_share`), and
 floor of a whole request as TensorFlow runs one (`benchmarks.request_floor`: those
 products and the selection in one compiled program per request, with the export's
 tokenization and detokenization around it, called from Python one sentence at a time
-as the translators are; `request_floor_batch1_ms`, `batch1_request_share`), timed right
-before the translators' batch-1 requests.
+as the translators are; `request_floor_batch1_ms`, `batch1_request_share`), timed with
+the translators' batch-1 requests, each sentence sent to it in turn with them.
 
 Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with
@@ -50,7 +51,7 @@ import time
 
 from absl import app, flags
 
-from benchmarks.fresh_saved_model import request_milliseconds, translate_in_batches
+from benchmarks.fresh_saved_model import translate_in_batches
 from benchmarks.run_files import (
     ROOT,
     export_default,
@@ -92,12 +93,24 @@ def _ctranslate2_translator(search_config):
     )
 
 
-def _time(translator, first, ordered):
-    """`(batch-1 ms a sentence over first, sentences/s over ordered, translations)`."""
-    milliseconds = statistics.fmean(request_milliseconds(translator, first))
+def _batch1_milliseconds(requests, sentences):
+    """Per name of `requests` ({name: function of a sentence's index}), the mean ms of a
+    request over `sentences` indices, each sentence sent to every function in turn so
+    that the host's drift falls on all alike."""
+    times = {name: [] for name in requests}
+    for index in range(sentences):
+        for name, request in requests.items():
+            start = time.perf_counter()
+            request(index)
+            times[name].append(1000.0 * (time.perf_counter() - start))
+    return {name: statistics.fmean(values) for name, values in times.items()}
+
+
+def _throughput(translator, ordered):
+    """`(sentences/s over ordered in batches of --batch_size, translations)`."""
     start = time.perf_counter()
     translations = translate_in_batches(translator, ordered, FLAGS.batch_size)
-    return milliseconds, len(ordered) / (time.perf_counter() - start), translations
+    return len(ordered) / (time.perf_counter() - start), translations
 
 
 def _file_batches(saved_model, output):
@@ -264,12 +277,20 @@ def main(argv):
                 batches,
                 own_shapes=True,
             )
-            figures["request_floor_batch1_ms"] = round(
-                statistics.fmean(request_floor.milliseconds(first, first_steps)), 2
+            batch1 = _batch1_milliseconds(
+                {
+                    "request_floor": lambda i: request_floor.translate(first[i], first_steps[i]),
+                    **{
+                        name: lambda i, t=translator: t.translate([first[i]])
+                        for name, translator in translators.items()
+                    },
+                },
+                len(first),
             )
+            figures["request_floor_batch1_ms"] = round(batch1.pop("request_floor"), 2)
             for name, translator in translators.items():
-                ms, rate, outputs[name] = _time(translator, first, ordered)
-                figures[f"{name}_batch1_ms"] = round(ms, 2)
+                rate, outputs[name] = _throughput(translator, ordered)
+                figures[f"{name}_batch1_ms"] = round(batch1[name], 2)
                 figures[f"{name}_batch_sentences_per_sec"] = round(rate, 2)
             if FLAGS.file_batches:
                 figures.update(_file_batches_round(saved_model, work_dir, outputs["in_process"]))

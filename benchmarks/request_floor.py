@@ -119,14 +119,14 @@ class RequestFloor:
 
     def translate(self, sentence, steps):
         """One request: `sentence`'s floor, detokenized to text."""
-        return self.request(tf.constant([sentence]), tf.constant(steps, tf.int32)).numpy()[0]
+        return self.request(tf.constant([sentence]), tf.constant(int(steps))).numpy()[0]
 
     def milliseconds(self, sentences, steps):
         """Per request, its time in ms, `sentences` one at a time with their `steps`."""
         times = []
         for sentence, count in zip(sentences, steps):
             start = time.perf_counter()
-            self.translate(sentence, int(count))
+            self.translate(sentence, count)
             times.append(1000.0 * (time.perf_counter() - start))
         return times
 
