@@ -12,16 +12,17 @@ latency over the first --latency_sentences test sentences (each sentence sent to
 translator in turn, so that the host's drift falls on all alike), then each one's
 throughput over all of them sorted by length in batches of --batch_size. A round's share
 is the floor's time over the translator's; the medians over rounds are what carries
-over. Each round also times the floor of the batches as they are sent at their searches' own rows
-(`float32_floor.active_rows`: the batch shrinks as sentences finish), and its share is
-reported beside the other (`batch_rows_share`); and the batch-1 floor at the requests'
-own shapes (`float32_floor.shapes_batch1_seconds`: the attention's products and the
-encoder's at the source positions each sentence has; `batch1_shapes_share`), and the
-floor of a whole request as TensorFlow runs one (`benchmarks.request_floor`: those
-products and the selection in one compiled program per request, with the export's
-tokenization and detokenization around it, called from Python one sentence at a time
-as the translators are; `request_floor_batch1_ms`, `batch1_request_share`), timed with
-the translators' batch-1 requests, each sentence sent to it in turn with them.
+over. Each round also times the floor of the batches as they are sent at their
+searches' own rows (`float32_floor.active_rows`: the batch shrinks as sentences
+finish), and its share is reported beside the other (`batch_rows_share`); and the
+batch-1 floor at the requests' own shapes (`float32_floor.shapes_batch1_seconds`: the
+attention's products and the encoder's at the source positions each sentence has;
+`batch1_shapes_share`), and the floor of a whole request as TensorFlow runs one
+(`benchmarks.request_floor`: those products and the selection in one compiled program
+per request, with the export's tokenization and detokenization around it, called from
+Python one sentence at a time as the translators are; `request_floor_batch1_ms`,
+`batch1_request_share`), timed with the translators' batch-1 requests, each sentence
+sent to it in turn with them.
 
 Translators: the in-process translator of `pipelines.translate` and `evaluate`; the
 default export (--saved_model, or a new one written by `pipelines.export`), loaded with

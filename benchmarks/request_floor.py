@@ -5,9 +5,10 @@ in core TF and tf-text ops pays around them.
 `benchmarks.float32_floor` times a sentence's products inside a loop of 64 steps, with
 no call, no strings and no cold start: a bound on the arithmetic alone. A served request
 also crosses from the caller into TensorFlow, tokenizes its string, launches a compiled
-program whose first step finds the weights colder than the loop's later ones, and
-detokenizes the result. `RequestFloor` times exactly that and nothing else, per sentence,
-called from Python as `request_milliseconds` calls a translator:
+program whose first step is slower than its later ones (docs/performance.md, "The floor
+of a whole request"), and detokenizes the result. `RequestFloor` times exactly that and
+nothing else, per sentence, called from Python as `request_milliseconds` calls a
+translator:
 
 * a `tf.function` over a `[1]` string tensor: the export's own tokenization
   (`TranslationModule.encode_text`), then one XLA computation, then the export's own
@@ -21,9 +22,9 @@ called from Python as `request_milliseconds` calls a translator:
   so nothing is hoisted; the weights are variables, read as an export reads them.
 
 Nothing of the model's other arithmetic is done (embeddings, convolution state, GLUs,
-softmaxes, residuals, bookkeeping), so no implementation of the same model in the same
-stack can take less; the computation compiles once per source length, on the first
-(untimed) call.
+softmaxes, residuals, bookkeeping): a bound on any request of this model in core TF and
+tf-text ops timed the same way, measured as the floor is. The computation compiles once
+per source length, on the first (untimed) call.
 """
 
 import time
