@@ -65,7 +65,7 @@ def _approx_bleu(data_dir):
         )
     from convs2s_tf.data.pipeline import make_shard_eval_dataset
     from convs2s_tf.data.prepare import PreparedData
-    from convs2s_tf.evaluation.approx_bleu import approx_bleu
+    from convs2s_tf.models.posenet.approx_bleu import approx_bleu
     from convs2s_tf.runs import load_trained_model
 
     model, _, _, config = load_trained_model(

@@ -1,4 +1,6 @@
-"""The PoseNet family (docs/posenet.md): encoder, decoder, the Keras model, presets."""
+"""The PoseNet family (docs/posenet.md): encoder, decoder, the Keras model, presets, its
+own layers (timing, separable convolutions, boxes, multi-head attention, feed-forward
+nets, residual norms), approx BLEU and the comparison helpers."""
 
 from convs2s_tf.models.posenet.posenet import PoseNet
 from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory

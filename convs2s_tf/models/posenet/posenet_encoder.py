@@ -10,14 +10,12 @@ from typing import Any, NamedTuple
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import (
-    ConvBox,
-    MultiHeadAttention,
-    PositionwiseFFN,
-    RandomBitsDropout,
-    ResidualNorm,
-    SinusoidalTiming,
-)
+from convs2s_tf.layers import RandomBitsDropout
+from convs2s_tf.models.posenet.conv_box import ConvBox
+from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
+from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
+from convs2s_tf.models.posenet.residual_norm import ResidualNorm
+from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
 from convs2s_tf.models.posenet.sublayers import (
     attention_sublayer,
     build_layer,

@@ -6,9 +6,10 @@ from typing import Any
 
 import keras
 
-from convs2s_tf.layers import MultiHeadAttention, PositionwiseFFN, ResidualNorm
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
-from convs2s_tf.layers.residual_norm import PLACEMENTS
+from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
+from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
+from convs2s_tf.models.posenet.residual_norm import PLACEMENTS, ResidualNorm
 
 
 def token_embedding(vocab_size: int, hidden_dim: int) -> keras.layers.Embedding:

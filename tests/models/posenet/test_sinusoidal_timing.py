@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import SinusoidalTiming
+from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
 from convs2s_tf.vocabulary import PAD_ID
 
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import ConvBox
+from convs2s_tf.models.posenet.conv_box import ConvBox
 
 
 @pytest.mark.parametrize("groups", [1, 2])

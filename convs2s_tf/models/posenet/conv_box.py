@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
-from convs2s_tf.layers.separable_conv1d import SeparableConv1D
+from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")

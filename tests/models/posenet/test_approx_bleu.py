@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from convs2s_tf.evaluation.approx_bleu import approx_bleu, ngram_bleu
+from convs2s_tf.models.posenet.approx_bleu import approx_bleu, ngram_bleu
 
 
 def _sacrebleu(references, translations):

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import MultiHeadAttention
+from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
 
 
 def test_layer_contract_and_causal_step():

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import ResidualNorm
+from convs2s_tf.models.posenet.residual_norm import ResidualNorm
 
 
 def test_layer_contract():

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import PositionwiseFFN
+from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.layers import SeparableConv1D
+from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D
 
 
 def reference(inputs, depthwise, pointwise, dilation, padding):
