@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Sets up a fresh clone and runs the main job on the embedded Multi30k English-German
-# corpus: prepare the data (SentencePiece BPE), train, export and translate a few
-# sentences. Every step is resumable: re-running continues where it stopped.
-# CONFIG=configs/quickstart.cfg bash scripts/quickstart.sh trains for 15 minutes instead.
+# Sets up a fresh clone and runs the main job of a config: prepare the data (SentencePiece
+# BPE), train, export and translate a few sentences. Every step is resumable: re-running
+# continues where it stopped.
+#   bash scripts/train_and_export.sh                         # configs/multi30k_en_de.cfg, 1 hour
+#   bash scripts/train_and_export.sh configs/quickstart.cfg  # 15 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CONFIG=${CONFIG:-configs/multi30k_en_de.cfg}
+CONFIG=${1:-configs/multi30k_en_de.cfg}
 python3 -m pip install --quiet --disable-pip-version-check -e .
 # The pipelines keep the console quiet themselves (--verbosity=0 shows everything).
 export KERAS_BACKEND=tensorflow
