@@ -138,6 +138,9 @@ class Trainer:
         self._accumulate_step: Any = None
         self._apply_accumulated: Any = None
         self._epoch_train_rate = 0.0
+        # Optional callable given every batch `train` consumes, once its step (or its
+        # accumulation) ran: e.g. to record what each step trained on.
+        self.after_batch: Callable[[Any], None] | None = None
         # Optional callable checked at every epoch end (e.g. a wall-clock limit).
         self.stop_condition: Callable[[], bool] | None = None
         # Optional callable checked at complete epoch ends until it first holds: the rate
@@ -189,6 +192,30 @@ class Trainer:
         self._train_step = self.steps.train_step
         self._accumulate_step = self.steps.accumulate_step
         self._apply_accumulated = self.steps.apply_accumulated
+
+    def build_steps(self, element_spec: Any) -> None:
+        """Traces the training step for a distributed dataset's `element_spec`, to run
+        `train_step` by hand (`train` does this itself), e.g. to time steps.
+
+        Args:
+            element_spec: The `element_spec` of the batches the steps will take (a
+                dataset distributed by `strategy.distribute_datasets_from_function`).
+        """
+        self._build_steps(element_spec)
+
+    def train_step(self, batch: Any) -> Mapping[str, tf.Tensor]:
+        """Runs one training step (forward, loss, backward, all-reduce, clipping and the
+        update, skipped when non-finite) on a distributed batch; `build_steps` first.
+
+        Returns:
+            The step's figures (`loss`, `tokens`, `applied`, ...), as `train` logs them.
+
+        Raises:
+            RuntimeError: `build_steps` was not called.
+        """
+        if self._train_step is None:
+            raise RuntimeError("Trainer.train_step needs build_steps(element_spec) first.")
+        return self._train_step(batch)
 
     # ------------------------------------------------------------ run directory
     def restore_or_initialize(self) -> str | None:
@@ -310,6 +337,9 @@ class Trainer:
             else:
                 self._accumulate_step(batch)
                 micro_batches += 1
+            if self.after_batch is not None:
+                self.after_batch(batch)
+            if self.steps.accumulates:
                 if micro_batches % config.update_freq and batches < steps_per_epoch:
                     continue
                 result = self._apply_accumulated()

@@ -22,30 +22,26 @@ def main():
     if record.tell():
         # A process killed mid-line left no newline: start on a line of our own.
         record.write("\n")
-    build_steps = trainer.Trainer._build_steps
+    train = trainer.Trainer.train
 
-    def recording_build_steps(self, element_spec):
-        build_steps(self, element_spec)
-        step = self._train_step
+    def record_batch(self, batch):
+        indices = [
+            int(i)
+            for local in self.strategy.experimental_local_results(batch["index"])
+            for i in local.numpy()
+            if i >= 0
+        ]
+        line = {
+            "step": int(self.state.step.numpy()),
+            "epoch": int(self.state.epoch.numpy()) + 1,
+            "indices": indices,
+            "learning_rate": float(self.state.learning_rate.numpy()),
+        }
+        record.write(json.dumps(line) + "\n")
 
-        def recorded_step(batch):
-            result = step(batch)
-            indices = [
-                int(i)
-                for local in self.strategy.experimental_local_results(batch["index"])
-                for i in local.numpy()
-                if i >= 0
-            ]
-            line = {
-                "step": int(self.state.step.numpy()),
-                "epoch": int(self.state.epoch.numpy()) + 1,
-                "indices": indices,
-                "learning_rate": float(self.state.learning_rate.numpy()),
-            }
-            record.write(json.dumps(line) + "\n")
-            return result
-
-        self._train_step = recorded_step
+    def recorded_train(self, *args, **kwargs):
+        self.after_batch = lambda batch: record_batch(self, batch)
+        return train(self, *args, **kwargs)
 
     save = checkpointing.TrainingCheckpoints.save
 
@@ -54,7 +50,7 @@ def main():
         record.write(json.dumps({"saved": path}) + "\n")
         return path
 
-    trainer.Trainer._build_steps = recording_build_steps
+    trainer.Trainer.train = recorded_train
     checkpointing.TrainingCheckpoints.save = recorded_save
     cli.run(train_pipeline.main)
 
