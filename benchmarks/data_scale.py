@@ -3,7 +3,7 @@
     python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \
         [--startup_pairs=500000,4500000] [--large_pairs=12000000] \
         [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=d422e8e] \
-        [--work_dir=/tmp/convs2s_data_scale]
+        [--input_epochs=0] [--work_dir=/tmp/convs2s_data_scale]
 
 The corpus is synthetic in size, real in text: Multi30k's 29,000 training pairs
 replicated to N pairs (WMT'14 en-de has 4.5M, en-fr 36M), with Multi30k's validation and
@@ -15,11 +15,15 @@ size in --startup_pairs, `pipelines.train` with configs/multi30k_en_de.cfg's mod
 exit, and peak RSS. --large_pairs is prepared
 and trained the same way (the corpus TF's file cache refused beyond 10M elements).
 
-With --baseline_revision, the steady-state training rate (`benchmarks.train_throughput`,
+With --baseline_revision, the steady-state training rate (`benchmarks.train_speed`,
 bfloat16, one warm-up epoch then --throughput_steps timed steps) of each preset in
 --throughput_presets on Multi30k from the shards is measured beside the same benchmark
 at that revision (text tokenised in-graph and cached: the path the shards replaced), in
 a git worktree, in this run. Ends with one JSON line.
+With --input_epochs, the training input pipeline alone (`TrainingData` over --config's
+prepared shards, prepared first if needed, with its batching flags): one warm-up epoch,
+then --input_epochs epochs timed as a trainer consumes them (one iterator), in target
+tokens per second. Ends with one JSON line.
 """
 
 import gzip
@@ -34,23 +38,35 @@ import time
 import psutil
 from absl import app, flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks import ROOT, cpu_description
+
 RAW = os.path.join(ROOT, "convs2s_tf", "datasets", "multi30k", "raw")
 CONFIG = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
 
-flags.DEFINE_list("pairs", ["500000", "1500000", "4500000"], "Corpus sizes to prepare.")
-flags.DEFINE_list("startup_pairs", ["500000", "4500000"], "Sizes to start training on.")
-flags.DEFINE_integer("large_pairs", 12_000_000, "A corpus beyond TF's cache limit (0: skip).")
-flags.DEFINE_list(
-    "throughput_presets", ["multi30k_cpu", "iwslt_de_en"], "Presets of the rate comparison."
-)
-flags.DEFINE_string(
-    "baseline_revision", None, "Git revision of the text path to compare rates with."
-)
-flags.DEFINE_integer("throughput_steps", 150, "Timed steps of each rate measurement.")
-flags.DEFINE_string("work_dir", "/tmp/convs2s_data_scale", "Scratch directory (kept).")
-flags.DEFINE_string("config", CONFIG, "Flagfile of the model and training of the start-up runs.")
 FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=flags.FLAGS):
+    define = {"flag_values": flag_values}
+    flags.DEFINE_list(
+        "pairs", ["500000", "1500000", "4500000"], "Corpus sizes to prepare.", **define
+    )
+    flags.DEFINE_list(
+        "startup_pairs", ["500000", "4500000"], "Sizes to start training on.", **define
+    )
+    flags.DEFINE_integer(
+        "large_pairs", 12_000_000, "A corpus beyond TF's cache (0: skip).", **define
+    )
+    flags.DEFINE_list(
+        "throughput_presets", ["multi30k_cpu", "iwslt_de_en"], "Presets of the rates.", **define
+    )
+    flags.DEFINE_string("baseline_revision", None, "Git revision to compare rates with.", **define)
+    flags.DEFINE_integer("throughput_steps", 150, "Timed steps of each rate measurement.", **define)
+    flags.DEFINE_integer("input_epochs", 0, "Input pipeline epochs timed (0: skip).", **define)
+    flags.DEFINE_string(
+        "work_dir", "/tmp/convs2s_data_scale", "Scratch directory (kept).", **define
+    )
+    flags.DEFINE_string("config", CONFIG, "Flagfile of the model, training and input.", **define)
 
 
 def multi30k_lines(stem, language):
@@ -176,7 +192,8 @@ def start_training(pairs):
 
 
 def training_rate(tree, preset, data_dir):
-    """`benchmarks.train_throughput` of `preset` in `tree` on Multi30k in `data_dir`."""
+    """`benchmarks.train_speed` of `preset` in `tree` on Multi30k in `data_dir` (the
+    benchmark's name at older revisions: `train_throughput`)."""
     flagfile = os.path.join(FLAGS.work_dir, f"throughput_{os.path.basename(tree)}.cfg")
     with open(flagfile, "w") as f:
         f.write(f"--flagfile={os.path.join(tree, 'configs', 'multi30k_en_de.cfg')}\n")
@@ -184,7 +201,12 @@ def training_rate(tree, preset, data_dir):
     command = [
         sys.executable,
         "-m",
-        "benchmarks.train_throughput",
+        "benchmarks."
+        + next(
+            name
+            for name in ("train_speed", "train_throughput")
+            if os.path.exists(os.path.join(tree, "benchmarks", name + ".py"))
+        ),
         f"--preset={preset}",
         "--variants=bfloat16",
         f"--steps={FLAGS.throughput_steps}",
@@ -212,10 +234,50 @@ def compare_rates():
     return rates
 
 
-def main(argv):
-    del argv
+def input_pipeline():
+    """The training input pipeline's rate over --config's prepared shards."""
+    import numpy as np
+
+    from benchmarks import config_flags, prepared_data
+    from convs2s_tf import vocabulary
+    from convs2s_tf.data.pipeline import Placement, TrainingData
+    from pipelines.flags.data import training_dataset_kwargs
+
+    setup_start = time.perf_counter()
+    prepared = prepared_data(FLAGS.config)
+    kwargs = training_dataset_kwargs(config_flags(f"--flagfile={FLAGS.config}"))
+    data = TrainingData(prepared.shard_paths("train"), prepared.length_index("train"), **kwargs)
+    stats, steps = data.stats(), data.steps_per_epoch(Placement())
+    iterator = iter(data.dataset(None))
+    figures = {"setup_seconds": round(time.perf_counter() - setup_start, 2)}
+    seconds = []
+    for epoch in range(FLAGS.input_epochs + 1):  # the first: a warm-up
+        start, tokens = time.perf_counter(), 0
+        for _ in range(steps):
+            target = next(iterator)["target"].numpy()
+            tokens += int(np.count_nonzero(target != vocabulary.PAD_ID))
+        if tokens != stats.target_tokens:
+            raise AssertionError(
+                f"epoch {epoch}: {tokens} target tokens, not {stats.target_tokens}"
+            )
+        seconds.append(time.perf_counter() - start)
+    figures.update(
+        target_tokens_per_sec=round(stats.target_tokens * FLAGS.input_epochs / sum(seconds[1:])),
+        epochs=FLAGS.input_epochs,
+        target_tokens_per_epoch=stats.target_tokens,
+        batches_per_epoch=stats.batches_per_epoch,
+        seconds_per_epoch=round(sum(seconds[1:]) / FLAGS.input_epochs, 4),
+    )
+    print(f"input pipeline: {figures}", flush=True)
+    return figures
+
+
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    global FLAGS
+    FLAGS = options  # the functions above read the options from here
     os.makedirs(FLAGS.work_dir, exist_ok=True)
-    result = {"cpu": _cpu_name(), "corpus": "Multi30k training pairs replicated"}
+    result = {"cpu": cpu_description(), "corpus": "Multi30k training pairs replicated"}
     result["prepare"] = {pairs: prepare(int(pairs)) for pairs in FLAGS.pairs}
     result["startup"] = {pairs: start_training(int(pairs)) for pairs in FLAGS.startup_pairs}
     if FLAGS.large_pairs:
@@ -226,16 +288,16 @@ def main(argv):
         }
     if FLAGS.baseline_revision:
         result["training_rate"] = compare_rates()
+    if FLAGS.input_epochs:
+        result["input_pipeline"] = input_pipeline()
     print(json.dumps(result))
 
 
-def _cpu_name():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
+def main(argv):
+    del argv
+    run(flags.FLAGS)
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

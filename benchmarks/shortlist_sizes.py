@@ -24,17 +24,20 @@ import time
 import numpy as np
 from absl import app, flags
 
-from benchmarks.comparison_report import cpu_description
-from benchmarks.fresh_saved_model import request_milliseconds
+from benchmarks import cpu_description, request_milliseconds
 
-flags.DEFINE_string("model_dir", "runs/multi30k_en_de", "Trained run.")
-flags.DEFINE_list(
-    "sizes", ["5:100", "10:100", "10:500", "20:500", "50:500", "20:1000"], "K:N pairs to measure."
-)
-flags.DEFINE_integer("latency_sentences", 100, "Test sentences sent one at a time.")
-flags.DEFINE_integer("batch_size", 128, "Sentences per batch for BLEU and throughput.")
-flags.DEFINE_enum("inference_dtype", "float32", ["float32", "bfloat16"], "Compute dtype.")
 FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=flags.FLAGS):
+    define = {"flag_values": flag_values}
+    flags.DEFINE_string("model_dir", "runs/multi30k_en_de", "Trained run.", **define)
+    sizes = ["5:100", "10:100", "10:500", "20:500", "50:500", "20:1000"]
+    flags.DEFINE_list("sizes", sizes, "K:N pairs to measure.", **define)
+    flags.DEFINE_integer("latency_sentences", 100, "Test sentences sent one at a time.", **define)
+    flags.DEFINE_integer("batch_size", 128, "Sentences per batch (BLEU, throughput).", **define)
+    dtypes = ["float32", "bfloat16"]
+    flags.DEFINE_enum("inference_dtype", "float32", dtypes, "Compute dtype.", **define)
 
 
 def _sizes():
@@ -103,8 +106,10 @@ def measure(loaded, shortlist, splits):
     return result
 
 
-def main(argv):
-    del argv
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    global FLAGS
+    FLAGS = options  # the functions above read the options from here
     from convs2s_tf.data.data_directory import PreparedData
     from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.inference import load_inference_model
@@ -159,5 +164,11 @@ def main(argv):
     )
 
 
+def main(argv):
+    del argv
+    run(flags.FLAGS)
+
+
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -1,6 +1,6 @@
 """This project against the authors' implementation, fairseq, on the same model and machine.
 
-    python -m benchmarks.compare_fairseq --model_dir=runs/multi30k_en_de \\
+    python -m benchmarks.compare.fairseq --model_dir=runs/multi30k_en_de \\
         [--data_dir=...] [--sentences=N] [--latency_sentences=100] [--skip=whole_process,...]
 
 Exports the run to fairseq (`convs2s_tf.interop.fairseq_export`) in a temporary
@@ -17,12 +17,9 @@ fairseq's other defaults unless the flags say otherwise):
   fairseq sorts them (order restored), per --in_process_dtypes; batch 1 over the first
   --latency_sentences (float32);
 * `saved_model`: `pipelines.export` with default speed flags, then a fresh process
-  (`benchmarks.fresh_saved_model`): load time, batch 1 over the first --latency_sentences
+  (`benchmarks.translate_speed`'s export process): load time, batch 1 over the first --latency_sentences
   (first request included), the same again (warm), and batches of --batch_size over the
   split, first pass counted;
-* `floor`: how fast any float32 search of the same model could be here, its matrix
-  products alone, and those with each step's beam selection, at the rates measured on
-  this CPU (`benchmarks.float32_floor`): the ratios identical translations allow at best;
 * `whole_process`: wall time of `python -m pipelines.translate --model_dir=RUN` against
   fairseq-interactive (`--bpe sentencepiece`, raw text in both; its batch as translate's
   default, its buffer the whole input) on the split, and on its first sentence alone; and
@@ -40,63 +37,54 @@ import time
 
 from absl import app, flags
 
-from benchmarks import comparison_report, fairseq_commands
-from benchmarks.fresh_saved_model import translate_in_batches
-from benchmarks.run_files import length_order, run_data_dir
-from convs2s_tf.decoding import SearchConfig
-from convs2s_tf.inference import BATCH_SIZE
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ("generate", "in_process", "saved_model", "whole_process", "floor")
-_DEFAULT_SEARCH = SearchConfig()
-
-flags.DEFINE_string("model_dir", None, "Trained run to compare.", required=True)
-flags.DEFINE_string("data_dir", None, "Prepared data (default: the run's data_dir).")
-flags.DEFINE_string("split", "test", "Split of the prepared data to translate.")
-flags.DEFINE_integer("sentences", 0, "Translate only the first N sentences (0: all).")
-flags.DEFINE_integer("latency_sentences", 100, "Sentences timed one at a time.")
-flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.")
-flags.DEFINE_integer(
-    "interactive_batch_size",
-    BATCH_SIZE,
-    "fairseq-interactive's --batch-size: pipelines.translate's default --batch_size.",
+from benchmarks import (
+    ROOT,
+    child_env,
+    in_corpus_order,
+    last_json,
+    length_order,
+    read_lines,
+    run_timed,
+    translate_in_batches,
+    write_lines,
 )
-flags.DEFINE_integer("beam_size", _DEFAULT_SEARCH.beam_size, "Beam size of both systems.")
-flags.DEFINE_float("max_len_a", _DEFAULT_SEARCH.max_len_a, "Maximum output length a * src + b.")
-flags.DEFINE_integer("max_len_b", _DEFAULT_SEARCH.max_len_b, "Maximum output length a * src + b.")
-flags.DEFINE_list("in_process_dtypes", ["float32", "bfloat16"], "In-process compute dtypes.")
-flags.DEFINE_list("skip", [], f"Parts to leave out, of {', '.join(PARTS)}.")
-flags.DEFINE_string("work_dir", None, "Keep the exports and outputs here (default: temporary).")
-FLAGS = flags.FLAGS
+from benchmarks.compare import fairseq_tools
+from benchmarks.translate_speed import child_command
+
+PARTS = ("generate", "in_process", "saved_model", "whole_process")
 
 
-def subprocess_env():
-    """The environment of the project's pipelines run as processes."""
-    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+def define_flags(flag_values=flags.FLAGS):
+    from convs2s_tf.decoding import SearchConfig
+    from convs2s_tf.inference import BATCH_SIZE
+
+    define, search = {"flag_values": flag_values}, SearchConfig()
+    flags.DEFINE_string("model_dir", None, "Trained run to compare.", required=True, **define)
+    flags.DEFINE_string("data_dir", None, "Prepared data (default: the run's).", **define)
+    flags.DEFINE_string("split", "test", "Split of the prepared data to translate.", **define)
+    flags.DEFINE_integer("sentences", 0, "Translate only the first N sentences (0: all).", **define)
+    flags.DEFINE_integer("latency_sentences", 100, "Sentences timed one at a time.", **define)
+    flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.", **define)
+    flags.DEFINE_integer(
+        "interactive_batch_size",
+        BATCH_SIZE,
+        "fairseq-interactive's --batch-size: pipelines.translate's default --batch_size.",
+        **define,
+    )
+    flags.DEFINE_integer("beam_size", search.beam_size, "Beam size of both systems.", **define)
+    flags.DEFINE_float("max_len_a", search.max_len_a, "Maximum length a * src + b.", **define)
+    flags.DEFINE_integer("max_len_b", search.max_len_b, "Maximum length a * src + b.", **define)
+    dtypes = ["float32", "bfloat16"]
+    flags.DEFINE_list("in_process_dtypes", dtypes, "In-process compute dtypes.", **define)
+    flags.DEFINE_list("skip", [], f"Parts to leave out, of {', '.join(PARTS)}.", **define)
+    flags.DEFINE_string(
+        "work_dir", None, "Keep exports and outputs here (default: temporary).", **define
+    )
 
 
 def run_project(*arguments):
     """Runs `python ARGUMENTS...` from the repository root; returns `run_timed`'s result."""
-    return fairseq_commands.run_timed([sys.executable, *arguments], ROOT, subprocess_env())
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    return path
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
-
-
-def in_corpus_order(translations, order):
-    """`translations` of the sentences `order` lists, back in corpus order."""
-    restored = [None] * len(order)
-    for translation, index in zip(translations, order):
-        restored[index] = translation
-    return restored
+    return run_timed([sys.executable, *arguments], ROOT, child_env())
 
 
 class Comparison:
@@ -107,20 +95,21 @@ class Comparison:
         translations: Each system's translations of the split, in corpus order.
     """
 
-    def __init__(self, work_dir, export, sources, references, search_config):
+    def __init__(self, options, work_dir, export, sources, references, search_config):
         import sentencepiece as spm
 
+        self.options = options
         self.work_dir = work_dir
         self.export = export
         self.sources = sources
         self.references = references
         self.search_config = search_config
-        self.batch_size = FLAGS.batch_size
+        self.batch_size = self.options.batch_size
         self.processor = spm.SentencePieceProcessor(model_file=export.sentencepiece_model)
         lengths = [len(pieces) for pieces in self.processor.encode(sources)]
         # Shortest first, as fairseq's ordered_indices (a stable sort by length).
         self.order = length_order(lengths)
-        self.first = sources[: FLAGS.latency_sentences]
+        self.first = sources[: self.options.latency_sentences]
         self.results = {"sentences": len(sources), "latency_sentences": len(self.first)}
         self.translations = {}
 
@@ -152,18 +141,18 @@ class Comparison:
             self._write_pieces("first", len(self.first)),
         ]
         data_bin = self.path("data_bin")
-        fairseq_commands.preprocess(self.export, prefixes, data_bin, self.work_dir)
+        fairseq_tools.preprocess(self.export, prefixes, data_bin, self.work_dir)
         # fairseq-preprocess names the subsets of --testpref test, test1, ...
-        batched = fairseq_commands.generate(
+        batched = fairseq_tools.generate(
             self.export,
             data_bin,
             "test",
             len(self.sources),
-            FLAGS.batch_size,
+            self.options.batch_size,
             self.search_config,
             self.work_dir,
         )
-        single = fairseq_commands.generate(
+        single = fairseq_tools.generate(
             self.export, data_bin, "test1", len(self.first), 1, self.search_config, self.work_dir
         )
         self.results.update(
@@ -177,15 +166,15 @@ class Comparison:
         """This project's translator in this process, per dtype."""
         from convs2s_tf.inference import load_inference_model
 
-        for dtype in FLAGS.in_process_dtypes:
+        for dtype in self.options.in_process_dtypes:
             search_config = self.search_config.replace(dtype=dtype)
             translator = load_inference_model(
-                FLAGS.model_dir, search_config=search_config
+                self.options.model_dir, search_config=search_config
             ).translator()
             translator.translate(self.first[:1])  # untimed, as an export's warm-up
             ordered = [self.sources[index] for index in self.order]
             start = time.perf_counter()
-            translations = translate_in_batches(translator, ordered, FLAGS.batch_size)
+            translations = translate_in_batches(translator, ordered, self.options.batch_size)
             seconds = time.perf_counter() - start
             self.results[f"in_process_{dtype}_batch_sentences_per_sec"] = round(
                 len(ordered) / seconds, 2
@@ -204,43 +193,18 @@ class Comparison:
         seconds, _, _ = run_project(
             "-m",
             "pipelines.export",
-            f"--model_dir={FLAGS.model_dir}",
+            f"--model_dir={self.options.model_dir}",
             f"--export_dir={export_dir}",
             *self.search_flags(),
         )
         output = self.path("saved_model_translations.txt")
-        _, stdout, _ = run_project(
-            "-m",
-            "benchmarks.fresh_saved_model",
-            f"--saved_model={export_dir}",
-            f"--latency_input={write_lines(self.path('first.txt'), self.first)}",
-            f"--throughput_input="
-            f"{write_lines(self.path('sorted.txt'), [self.sources[i] for i in self.order])}",
-            f"--output={output}",
-            f"--batch_size={FLAGS.batch_size}",
-        )
-        timings = json.loads(stdout.strip().splitlines()[-1])
+        first = write_lines(self.path("first.txt"), self.first)
+        ordered = write_lines(self.path("sorted.txt"), [self.sources[i] for i in self.order])
+        command = child_command(export_dir, first, ordered, output, self.options.batch_size)
+        timings = last_json(run_timed(command)[1])
         self.results["saved_model_export_seconds"] = round(seconds, 2)
         self.results.update({f"saved_model_{key}": value for key, value in timings.items()})
         self.translations["fresh SavedModel"] = in_corpus_order(read_lines(output), self.order)
-
-    def measure_floor(self):
-        """The float32 floors: the model's matrix products, alone and with the beam selection
-        (`benchmarks.float32_floor`)."""
-        from benchmarks.float32_floor import floors
-        from convs2s_tf.runs import load_trained_model
-
-        model, tokenizer = load_trained_model(FLAGS.model_dir)[:2]
-        self.results.update(
-            floors(
-                model,
-                tokenizer,
-                self.sources,
-                len(self.first),
-                FLAGS.batch_size,
-                self.search_config,
-            )
-        )
 
     def measure_whole_process(self):
         """pipelines.translate against fairseq-interactive, as whole processes."""
@@ -254,17 +218,17 @@ class Comparison:
             seconds, _, _ = run_project(
                 "-m",
                 "pipelines.translate",
-                f"--model_dir={FLAGS.model_dir}",
+                f"--model_dir={self.options.model_dir}",
                 f"--input={path}",
                 f"--output={output}",
                 *self.search_flags(),
             )
             self.results[f"translate_{name}_seconds"] = round(seconds, 2)
-            fairseq_seconds, fairseq_translations = fairseq_commands.interactive(
+            fairseq_seconds, fairseq_translations = fairseq_tools.interactive(
                 self.export,
                 path,
                 count,
-                FLAGS.interactive_batch_size,
+                self.options.interactive_batch_size,
                 self.search_config,
                 self.work_dir,
             )
@@ -289,43 +253,51 @@ class Comparison:
             self.results[f"import_{name}_loads_tensorflow"] = stdout.strip() == "True"
 
 
-def read_split():
+def read_split(options):
     """The source and reference lines of --split, limited to --sentences."""
     from convs2s_tf.data.data_directory import PreparedData
+    from convs2s_tf.runs import RunDirectory
 
-    try:
-        data_dir = FLAGS.data_dir or run_data_dir(FLAGS.model_dir)
-    except ValueError as error:
-        raise app.UsageError(f"{error}: give --data_dir.")
-    source_path, reference_path = PreparedData.load(data_dir).split_paths(FLAGS.split)
-    limit = FLAGS.sentences or None
+    run = RunDirectory(options.model_dir)
+    data_dir = options.data_dir or run.data_dir(run.read_config())
+    if not data_dir:
+        raise app.UsageError(f"{options.model_dir} names no data_dir: give --data_dir.")
+    source_path, reference_path = PreparedData.load(data_dir).split_paths(options.split)
+    limit = options.sentences or None
     return read_lines(source_path)[:limit], read_lines(reference_path)[:limit]
+
+
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    from convs2s_tf.decoding import SearchConfig
+    from convs2s_tf.interop.fairseq_export import export_run
+
+    unknown = sorted(set(options.skip) - set(PARTS))
+    if unknown:
+        raise app.UsageError(f"Unknown --skip parts {unknown}; known: {', '.join(PARTS)}.")
+    search_config = SearchConfig(
+        beam_size=options.beam_size, max_len_a=options.max_len_a, max_len_b=options.max_len_b
+    ).validate()
+    sources, references = read_split(options)
+    with tempfile.TemporaryDirectory() as temporary:
+        work_dir = options.work_dir or temporary
+        os.makedirs(work_dir, exist_ok=True)
+        export = export_run(options.model_dir, os.path.join(work_dir, "fairseq"))
+        comparison = Comparison(options, work_dir, export, sources, references, search_config)
+        print(fairseq_tools.header(options.model_dir, export, comparison), flush=True)
+        for part in PARTS:
+            if part not in options.skip:
+                getattr(comparison, f"measure_{part}")()
+                print(f"{part}: done", flush=True)
+    print(fairseq_tools.table(comparison))
+    print(json.dumps(fairseq_tools.summary(comparison)))
 
 
 def main(argv):
     del argv
-    from convs2s_tf.interop.fairseq_export import export_run
-
-    unknown = sorted(set(FLAGS.skip) - set(PARTS))
-    if unknown:
-        raise app.UsageError(f"Unknown --skip parts {unknown}; known: {', '.join(PARTS)}.")
-    search_config = SearchConfig(
-        beam_size=FLAGS.beam_size, max_len_a=FLAGS.max_len_a, max_len_b=FLAGS.max_len_b
-    ).validate()
-    sources, references = read_split()
-    with tempfile.TemporaryDirectory() as temporary:
-        work_dir = FLAGS.work_dir or temporary
-        os.makedirs(work_dir, exist_ok=True)
-        export = export_run(FLAGS.model_dir, os.path.join(work_dir, "fairseq"))
-        comparison = Comparison(work_dir, export, sources, references, search_config)
-        print(comparison_report.header(FLAGS.model_dir, export, comparison), flush=True)
-        for part in PARTS:
-            if part not in FLAGS.skip:
-                getattr(comparison, f"measure_{part}")()
-                print(f"{part}: done", flush=True)
-    print(comparison_report.table(comparison))
-    print(json.dumps(comparison_report.summary(comparison)))
+    run(flags.FLAGS)
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -1,29 +1,68 @@
-"""fairseq-train as `benchmarks.compare_fairseq_training` runs it: its data, its options
-for a model of this project, and its rate read from its own log.
+"""Training speed against the authors' implementation, fairseq-train: same models, same
+data, same machine, one run.
 
-fairseq trains on the prepared training split written as SentencePiece pieces and
-binarised by fairseq-preprocess with the SentencePiece vocabulary as its dictionary, so
-its ids, and its batches' tokens, are this project's. Its rate is its own figure: `wps`,
-target tokens (non-pad, end-of-sentence included, as counted here) over the wall time
-since its previous progress line of the same kind. Its options are its defaults where the
-model and the config set nothing (batch sizes in multiples of 8 sentences, which leaves
-out an epoch's last batch when it holds fewer: at most 7 of Multi30k's 28,112 pairs).
+    python -m benchmarks.compare.fairseq_training [--models=config,iwslt_de_en] \\
+        [--dtypes=float32,bfloat16] [--max_tokens=4000] [--steps=100] [--work_dir=DIR]
+
+On the prepared Multi30k en-de data of configs/multi30k_en_de.cfg (prepared first if
+needed) and its SentencePiece BPE, each model of --models (`config`: the config's own
+model, multi30k_cpu with the shared output projection; any other name a preset as it is)
+trains on both systems, in the steady state, start-up and warm-up left out:
+
+* this project: `benchmarks.train_speed`'s measurement in a fresh process per
+  compute dtype of --dtypes (the Trainer's real input pipeline and training step): one
+  untimed epoch (every batch shape traced), then the first --steps updates of the next
+  (0: the whole epoch) timed;
+* fairseq: `fairseq-train` (`python -m fairseq_cli.train`, --cpu, PyTorch on
+  --fairseq_threads threads, its own batching and data loader) on the training split
+  written as SentencePiece pieces and binarised by fairseq-preprocess with the
+  SentencePiece vocabulary as its dictionary (the same ids: the same tokens in both); the
+  model's fairseq architecture with every `fconv` option spelled out (dropout, shared
+  output projection, ...); the config's optimiser (NAG, momentum, rate, clip norm,
+  label-smoothed cross-entropy); the same --max_tokens; float32 (fairseq's CPU mode); no
+  validation, no checkpoints. Its rate is its own figure (`wps`: target tokens over wall
+  time) over the --steps updates after its first --fairseq_warmup_updates (its
+  `train_inner` lines), or with --steps=0 over its whole second epoch (its epoch summary).
+
+Target tokens are the non-pad target tokens, end-of-sentence included, in both (the
+models' parameter counts are printed beside them). Batches are shuffled on both sides, so
+100 updates (three quarters of an epoch) sample the epoch's mix of lengths; the defaults
+take about 11 minutes on 2 cores, --steps=0 about 16. The table gives each rate and the
+ratio (> 1: this project is faster) and names the CPU; the last line is JSON. Run it alone
+on the machine (each side takes the cores it finds), from a clone nobody edits meanwhile.
+
+Its options are fairseq's defaults where the model and the config set nothing (batch
+sizes in multiples of 8 sentences, which leaves out an epoch's last batch when it holds
+fewer: at most 7 of Multi30k's 28,112 pairs).
 """
 
+import json
 import os
-import re
-import types
+import shlex
+import tempfile
 
-from benchmarks import fairseq_commands
+from absl import app, flags
 
-# fairseq's progress lines (`--log-format=simple`): the end-of-epoch summary
-# "... | train | epoch 002 | loss 6.1 | ... | wps 4512.3 | ..." and the mid-epoch
-# "... | train_inner | epoch 001:     10 / 118 loss=9.1, ..., wps=4412.7, ...".
-_PROGRESS = re.compile(r"\| (train_inner|train) \| epoch (\d+)\b(.*)$", re.M)
-_PARAMETERS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
-_STATISTIC = re.compile(r"(\w+)[= ](-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?=[,|\s]|$)")
-# fairseq's names of the prepared splits.
-_FAIRSEQ_SUBSETS = {"train": "train", "validation": "valid", "test": "test"}
+from benchmarks import (
+    CONFIG_MODEL,
+    FLAGFILE,
+    CommandError,
+    config_flags,
+    cpu_description,
+    last_json,
+    model_config,
+    prepared_data,
+    run_timed,
+)
+from benchmarks.compare.fairseq_tools import (
+    environment,
+    fairseq_command,
+    parameters,
+    progress_lines,
+    write_data,
+)
+from benchmarks.train_speed import variant_command
+
 # The model options spelled out for fairseq-train, in fairseq's names (`fconv`'s and the
 # translation task's).
 _MODEL_OPTIONS = (
@@ -39,21 +78,39 @@ _MODEL_OPTIONS = (
 )
 
 
-def progress_lines(log):
-    """fairseq-train's `train` and `train_inner` lines in `log`, in order, as dicts of
-    their numbers (with `tag` and `epoch`)."""
-    lines = []
-    for tag, epoch, rest in _PROGRESS.findall(log):
-        statistics = {name: float(value) for name, value in _STATISTIC.findall(rest)}
-        lines.append({**statistics, "tag": tag, "epoch": int(epoch)})
-    return lines
+def define_flags(flag_values=flags.FLAGS):
+    define = {"flag_values": flag_values}
+    flags.DEFINE_list(
+        "models",
+        [CONFIG_MODEL, "iwslt_de_en"],
+        f"Models to train: {CONFIG_MODEL!r} (configs/multi30k_en_de.cfg's) or preset names.",
+        **define,
+    )
+    flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "This project's compute dtypes.", **define)
+    flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch, both systems.", **define)
+    flags.DEFINE_integer(
+        "steps", 100, "Timed updates per measurement (0: the whole second epoch).", **define
+    )
+    flags.DEFINE_integer(
+        "fairseq_warmup_updates",
+        30,
+        "With --steps: fairseq's untimed updates first (a multiple of --fairseq_log_interval).",
+        **define,
+    )
+    flags.DEFINE_integer("fairseq_log_interval", 10, "fairseq's --log-interval.", **define)
+    threads = os.cpu_count() or 1
+    flags.DEFINE_integer("fairseq_threads", threads, "PyTorch's threads in fairseq.", **define)
+    flags.DEFINE_string("config", FLAGFILE, "Flagfile of the data, model and optimiser.", **define)
+    flags.DEFINE_string(
+        "work_dir", None, "Keep fairseq's data here (default: temporary).", **define
+    )
 
 
 def _rate(intervals, what):
     """The rate over `intervals` (progress lines, each `updates` updates long) from
     fairseq's `wps` and `wpb` (target tokens per update) of each."""
     if not intervals:
-        raise fairseq_commands.CommandError(f"fairseq-train logged no {what}.")
+        raise CommandError(f"fairseq-train logged no {what}.")
     tokens = [line["wpb"] * line["updates"] for line in intervals]
     seconds = sum(count / line["wps"] for count, line in zip(tokens, intervals))
     return {
@@ -73,7 +130,7 @@ def epoch_rate(log, epoch=2):
     """
     summaries = {line["epoch"]: line for line in progress_lines(log) if line["tag"] == "train"}
     if epoch not in summaries or (epoch > 1 and epoch - 1 not in summaries):
-        raise fairseq_commands.CommandError(
+        raise CommandError(
             f"fairseq-train logged no summary of epoch {epoch} (summaries: {sorted(summaries)})."
         )
     before = summaries[epoch - 1]["num_updates"] if epoch > 1 else 0
@@ -153,7 +210,7 @@ def train_command(data_bin, languages, arguments, steps=0, warmup_updates=0, log
         length = f"--max-update={warmup_updates + steps}"
     else:
         length = "--max-epoch=2"
-    return fairseq_commands.fairseq_command(
+    return fairseq_command(
         "train",
         data_bin,
         f"--source-lang={languages[0]}",
@@ -170,16 +227,6 @@ def train_command(data_bin, languages, arguments, steps=0, warmup_updates=0, log
     )
 
 
-def environment(threads):
-    """fairseq-train's environment: PyTorch (OpenMP, MKL) on `threads` threads."""
-    return dict(
-        os.environ,
-        OMP_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
-        TF_CPP_MIN_LOG_LEVEL="2",
-    )
-
-
 def train(data_bin, languages, arguments, threads, cwd, steps=0, warmup_updates=0, log_interval=10):
     """Runs fairseq-train (`train_command`); returns its rate in the steady state (the
     second epoch, or the `steps` updates after the first `warmup_updates`) with the
@@ -189,58 +236,10 @@ def train(data_bin, languages, arguments, threads, cwd, steps=0, warmup_updates=
         CommandError: It failed, or logged no rate of that part.
     """
     command = train_command(data_bin, languages, arguments, steps, warmup_updates, log_interval)
-    wall, stdout, stderr = fairseq_commands.run_timed(command, cwd, environment(threads))
+    wall, stdout, stderr = run_timed(command, cwd, environment(threads))
     log = stdout + stderr
     figures = interval_rate(log, warmup_updates) if steps else epoch_rate(log)
     return dict(figures, parameters=parameters(log), command=command, wall_seconds=wall)
-
-
-def parameters(log):
-    """The model's parameter count fairseq-train logged (None if it logged none)."""
-    match = _PARAMETERS.search(log)
-    return int(match.group(1).replace(",", "")) if match else None
-
-
-def write_data(prepared, work_dir, limit=None, splits=("train",)):
-    """Writes `splits` of `prepared` (a `PreparedData`; the first `limit` pairs of each)
-    as SentencePiece pieces and binarises them with the SentencePiece vocabulary as both
-    dictionaries (as fairseq's subsets `train`, `valid` and `test`); returns fairseq's
-    data directory and the vocabulary's size.
-
-    Raises:
-        ValueError: The SentencePiece model's first pieces are not fairseq's specials.
-    """
-    import sentencepiece as spm
-
-    from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
-
-    processor = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path)
-    pieces = [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
-    if tuple(pieces[: len(SPECIAL_SYMBOLS)]) != SPECIAL_SYMBOLS:
-        raise ValueError(
-            f"{prepared.sentencepiece_model_path} numbers its first pieces "
-            f"{pieces[: len(SPECIAL_SYMBOLS)]}, not fairseq's {list(SPECIAL_SYMBOLS)}."
-        )
-    dictionary = Dictionary.from_tokens(pieces[len(SPECIAL_SYMBOLS) :])
-    languages = (prepared.source_lang, prepared.target_lang)
-    for language in languages:
-        dictionary.save(os.path.join(work_dir, f"dict.{language}.txt"))
-    data_bin = os.path.join(work_dir, "data_bin")
-    dictionaries = types.SimpleNamespace(
-        output_dir=work_dir, source_lang=languages[0], target_lang=languages[1]
-    )
-    for split in splits:
-        prefix = os.path.join(work_dir, f"{split}_pieces")
-        for language, path in zip(languages, prepared.split_paths(split)):
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().split("\n")[:-1][:limit]
-            with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
-                f.writelines(
-                    " ".join(line) + "\n" for line in processor.encode(lines, out_type=str)
-                )
-        subset = _FAIRSEQ_SUBSETS[split]
-        fairseq_commands.preprocess(dictionaries, [prefix], data_bin, work_dir, subset=subset)
-    return data_bin, len(dictionary)
 
 
 def _row(model, label, figures, fairseq_rate=None):
@@ -294,3 +293,76 @@ def summary(results, cpu):
                 line[f"{model}_{dtype}_target_tokens_per_sec"] = round(rate)
                 line[f"ratio_{model}_{dtype}"] = round(rate / fairseq_rate, 3)
     return line
+
+
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    import torch
+
+    from pipelines.flags.training import training_config_from_flags
+
+    if options.steps and options.fairseq_warmup_updates % options.fairseq_log_interval:
+        raise app.UsageError("--fairseq_warmup_updates must be a multiple of the log interval.")
+    prepared = prepared_data(options.config)
+    training = training_config_from_flags(config_flags(f"--flagfile={options.config}"))
+    cpu = cpu_description()
+    timed = f"{options.steps} updates" if options.steps else "the second epoch"
+    print(
+        f"CPU: {cpu}. Training split of {options.config}'s data (SentencePiece BPE), "
+        f"{options.max_tokens}-token batches, {timed} timed on each side; "
+        f"PyTorch {torch.__version__} on {options.fairseq_threads} threads.",
+        flush=True,
+    )
+    results = {}
+    with tempfile.TemporaryDirectory() as temporary:
+        work_dir = options.work_dir or temporary
+        os.makedirs(work_dir, exist_ok=True)
+        languages = (prepared.source_lang, prepared.target_lang)
+        data_bin, vocab_size = write_data(prepared, work_dir)
+        for model in options.models:
+            config = model_config(model, vocab_size, options.config)
+            figures = train(
+                data_bin,
+                languages,
+                model_arguments(config) + training_arguments(training, options.max_tokens),
+                options.fairseq_threads,
+                work_dir,
+                options.steps,
+                options.fairseq_warmup_updates,
+                options.fairseq_log_interval,
+            )
+            figures["architecture"] = architecture(config)
+            measured = {"fairseq": figures}
+            print(
+                f"{model} fairseq-train: {figures['target_tokens_per_sec']:,.0f} target "
+                f"tokens/s ({figures['wall_seconds']:.0f} s in all): "
+                + shlex.join(["python", *figures.pop("command")[1:]]),
+                flush=True,
+            )
+            for dtype in options.dtypes:
+                command = variant_command(
+                    dtype, model, options.max_tokens, options.steps, options.config
+                )
+                measured[dtype] = last_json(run_timed(command)[1])
+                rate = measured[dtype]["target_tokens_per_sec"]
+                print(f"{model} this project {dtype}: {rate:,.0f} target tokens/s", flush=True)
+            results[model] = measured
+    print(table(results, cpu))
+    settings = dict(
+        max_tokens=options.max_tokens,
+        steps=options.steps,
+        fairseq_warmup_updates=options.fairseq_warmup_updates if options.steps else None,
+        fairseq_threads=options.fairseq_threads,
+        torch=torch.__version__,
+    )
+    print(json.dumps(dict(summary(results, cpu), **settings)))
+
+
+def main(argv):
+    del argv
+    run(flags.FLAGS)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

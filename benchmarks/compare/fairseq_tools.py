@@ -1,0 +1,391 @@
+"""What the comparisons with fairseq share: fairseq's command-line tools as they run them
+and their output, fairseq's data written from this project's prepared data, and the
+report of `benchmarks.compare.fairseq`.
+
+Every tool runs as `python -m fairseq_cli.TOOL` (what the `fairseq-TOOL` scripts call),
+in the interpreter running the benchmark, on the CPU. `fairseq-generate`'s timer covers
+its search calls alone (`task.inference_step`: no loading, batching or printing). fairseq
+trains on the prepared splits written as SentencePiece pieces and binarised by
+fairseq-preprocess with the SentencePiece vocabulary as its dictionary, so its ids, and
+its batches' tokens, are this project's.
+"""
+
+import collections
+import os
+import re
+import sys
+import types
+
+from benchmarks import CommandError, cpu_description, run_timed
+
+# fairseq-generate's summary line (its own timer).
+_TRANSLATED = re.compile(
+    r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s \(([\d.]+) sentences/s"
+)
+# The detokenised hypothesis lines of fairseq-generate and fairseq-interactive.
+_DETOKENIZED = re.compile(r"^D-(\d+)\t[^\t]*\t(.*)$", re.M)
+
+GenerateResult = collections.namedtuple(
+    "GenerateResult", ["sentences_per_second", "wall_seconds", "translations"]
+)
+GenerateResult.__doc__ = """A fairseq-generate run.
+
+Fields:
+    sentences_per_second: By fairseq's own timer (its search calls alone).
+    wall_seconds: The whole process.
+    translations: Detokenised best hypotheses, in corpus order.
+"""
+
+
+def fairseq_command(tool, *arguments):
+    """`python -m fairseq_cli.TOOL ARGUMENTS...` in this interpreter."""
+    return [sys.executable, "-m", f"fairseq_cli.{tool}", *map(str, arguments)]
+
+
+def search_arguments(search_config):
+    """fairseq's generation options for a `SearchConfig` (the same search)."""
+    return [
+        f"--beam={search_config.beam_size}",
+        f"--max-len-a={search_config.max_len_a}",
+        f"--max-len-b={search_config.max_len_b}",
+        f"--min-len={search_config.min_length}",
+        f"--lenpen={search_config.length_penalty}",
+        f"--unkpen={search_config.unk_penalty}",
+        "--cpu",
+    ]
+
+
+def detokenized_hypotheses(stdout, count):
+    """The `D-` lines of fairseq's output as a list in sentence order.
+
+    Raises:
+        CommandError: A sentence has no hypothesis.
+    """
+    found = {int(index): text for index, text in _DETOKENIZED.findall(stdout)}
+    missing = [index for index in range(count) if index not in found]
+    if missing:
+        raise CommandError(
+            f"fairseq printed no hypothesis for {len(missing)} of {count} sentences "
+            f"(first: {missing[0]})."
+        )
+    return [found[index] for index in range(count)]
+
+
+def preprocess(export, pieces_prefixes, destination, cwd, subset="test"):
+    """Binarises the pieces files `PREFIX.SRC`/`PREFIX.TGT` of each prefix with the
+    exported dictionaries (`export.output_dir/dict.LANG.txt`): subsets `test`, `test1`, ...
+    of `destination` (`train`, `train1`, ... with `subset="train"`)."""
+    dictionaries = {
+        lang: os.path.join(export.output_dir, f"dict.{lang}.txt")
+        for lang in (export.source_lang, export.target_lang)
+    }
+    run_timed(
+        fairseq_command(
+            "preprocess",
+            f"--source-lang={export.source_lang}",
+            f"--target-lang={export.target_lang}",
+            f"--srcdict={dictionaries[export.source_lang]}",
+            f"--tgtdict={dictionaries[export.target_lang]}",
+            f"--{subset}pref={','.join(pieces_prefixes)}",
+            f"--destdir={destination}",
+            "--workers=1",
+        ),
+        cwd,
+    )
+
+
+def generate(export, data_bin, subset, count, batch_size, search_config, cwd):
+    """fairseq-generate on binarised `subset` (`count` sentences), batches of
+    `batch_size` sorted by length as fairseq sorts them; returns a `GenerateResult`.
+
+    Raises:
+        CommandError: It failed, or translated another number of sentences.
+    """
+    seconds, stdout, stderr = run_timed(
+        fairseq_command(
+            "generate",
+            data_bin,
+            f"--path={export.checkpoint_path}",
+            f"--gen-subset={subset}",
+            f"--source-lang={export.source_lang}",
+            f"--target-lang={export.target_lang}",
+            f"--batch-size={batch_size}",
+            # Its default (8) drops a last batch that is not a multiple of it.
+            "--required-batch-size-multiple=1",
+            "--post-process=sentencepiece",
+            *search_arguments(search_config),
+        ),
+        cwd,
+    )
+    match = _TRANSLATED.search(stderr)
+    if not match or int(match.group(1).replace(",", "")) != count:
+        raise CommandError(
+            f"fairseq-generate did not report {count} translated sentences:\n{stderr[-2000:]}"
+        )
+    return GenerateResult(float(match.group(3)), seconds, detokenized_hypotheses(stdout, count))
+
+
+def interactive(export, input_path, count, batch_size, search_config, cwd):
+    """fairseq-interactive translating the raw text of `input_path` (`count` lines) with
+    the export's SentencePiece model (`--bpe sentencepiece`), `batch_size` sentences at a
+    time from a buffer of the whole input (sorted by length within it, as fairseq does);
+    returns `(wall seconds, translations)`."""
+    seconds, stdout, _ = run_timed(
+        fairseq_command(
+            "interactive",
+            export.output_dir,
+            f"--path={export.checkpoint_path}",
+            f"--source-lang={export.source_lang}",
+            f"--target-lang={export.target_lang}",
+            "--bpe=sentencepiece",
+            f"--sentencepiece-model={export.sentencepiece_model}",
+            f"--batch-size={min(batch_size, count)}",
+            f"--buffer-size={max(batch_size, count)}",
+            f"--input={input_path}",
+            *search_arguments(search_config),
+        ),
+        cwd,
+    )
+    return seconds, detokenized_hypotheses(stdout, count)
+
+
+# fairseq's progress lines (`--log-format=simple`): the end-of-epoch summary
+# "... | train | epoch 002 | loss 6.1 | ... | wps 4512.3 | ..." and the mid-epoch
+# "... | train_inner | epoch 001:     10 / 118 loss=9.1, ..., wps=4412.7, ...".
+_PROGRESS = re.compile(r"\| (train_inner|train) \| epoch (\d+)\b(.*)$", re.M)
+_PARAMETERS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
+_STATISTIC = re.compile(r"(\w+)[= ](-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?=[,|\s]|$)")
+# fairseq's names of the prepared splits.
+_FAIRSEQ_SUBSETS = {"train": "train", "validation": "valid", "test": "test"}
+
+
+def progress_lines(log):
+    """fairseq-train's `train` and `train_inner` lines in `log`, in order, as dicts of
+    their numbers (with `tag` and `epoch`)."""
+    lines = []
+    for tag, epoch, rest in _PROGRESS.findall(log):
+        statistics = {name: float(value) for name, value in _STATISTIC.findall(rest)}
+        lines.append({**statistics, "tag": tag, "epoch": int(epoch)})
+    return lines
+
+
+def environment(threads):
+    """fairseq-train's environment: PyTorch (OpenMP, MKL) on `threads` threads."""
+    return dict(
+        os.environ,
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+        TF_CPP_MIN_LOG_LEVEL="2",
+    )
+
+
+def parameters(log):
+    """The model's parameter count fairseq-train logged (None if it logged none)."""
+    match = _PARAMETERS.search(log)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def write_data(prepared, work_dir, limit=None, splits=("train",)):
+    """Writes `splits` of `prepared` (a `PreparedData`; the first `limit` pairs of each)
+    as SentencePiece pieces and binarises them with the SentencePiece vocabulary as both
+    dictionaries (as fairseq's subsets `train`, `valid` and `test`); returns fairseq's
+    data directory and the vocabulary's size.
+
+    Raises:
+        ValueError: The SentencePiece model's first pieces are not fairseq's specials.
+    """
+    import sentencepiece as spm
+
+    from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
+
+    processor = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path)
+    pieces = [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
+    if tuple(pieces[: len(SPECIAL_SYMBOLS)]) != SPECIAL_SYMBOLS:
+        raise ValueError(
+            f"{prepared.sentencepiece_model_path} numbers its first pieces "
+            f"{pieces[: len(SPECIAL_SYMBOLS)]}, not fairseq's {list(SPECIAL_SYMBOLS)}."
+        )
+    dictionary = Dictionary.from_tokens(pieces[len(SPECIAL_SYMBOLS) :])
+    languages = (prepared.source_lang, prepared.target_lang)
+    for language in languages:
+        dictionary.save(os.path.join(work_dir, f"dict.{language}.txt"))
+    data_bin = os.path.join(work_dir, "data_bin")
+    dictionaries = types.SimpleNamespace(
+        output_dir=work_dir, source_lang=languages[0], target_lang=languages[1]
+    )
+    for split in splits:
+        prefix = os.path.join(work_dir, f"{split}_pieces")
+        for language, path in zip(languages, prepared.split_paths(split)):
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().split("\n")[:-1][:limit]
+            with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
+                f.writelines(
+                    " ".join(line) + "\n" for line in processor.encode(lines, out_type=str)
+                )
+        subset = _FAIRSEQ_SUBSETS[split]
+        preprocess(dictionaries, [prefix], data_bin, work_dir, subset=subset)
+    return data_bin, len(dictionary)
+
+
+# The report of benchmarks.compare.fairseq.
+RATE, TIME = "rate", "time"  # higher is better / lower is better
+# (label, this project's measurement, fairseq's, kind); {batch}, {latency} and
+# {sentences} are filled in. fairseq's batch rows are fairseq-generate's own timer, its
+# whole-process rows fairseq-interactive's wall time.
+_ROWS = (
+    (
+        "in-process float32, batch {batch}, sentences/s (fairseq-generate)",
+        "in_process_float32_batch_sentences_per_sec",
+        "fairseq_batch_sentences_per_sec",
+        RATE,
+    ),
+    (
+        "in-process bfloat16, batch {batch}, sentences/s (fairseq-generate, float32)",
+        "in_process_bfloat16_batch_sentences_per_sec",
+        "fairseq_batch_sentences_per_sec",
+        RATE,
+    ),
+    (
+        "in-process, batch 1, ms/sentence, first {latency} (fairseq-generate)",
+        "in_process_float32_batch1_ms",
+        "fairseq_batch1_ms",
+        TIME,
+    ),
+    (
+        "fresh SavedModel, batch 1, mean of the first {latency} requests, ms",
+        "saved_model_batch1_mean_ms",
+        "fairseq_batch1_ms",
+        TIME,
+    ),
+    (
+        "fresh SavedModel, the same {latency} again (warm), ms",
+        "saved_model_batch1_warm_mean_ms",
+        "fairseq_batch1_ms",
+        TIME,
+    ),
+    (
+        "fresh SavedModel, batch {batch}, first pass, sentences/s",
+        "saved_model_batch_sentences_per_sec",
+        "fairseq_batch_sentences_per_sec",
+        RATE,
+    ),
+    (
+        "whole process, {sentences} lines, s (translate vs fairseq-interactive)",
+        "translate_all_seconds",
+        "interactive_all_seconds",
+        TIME,
+    ),
+    (
+        "whole process, one sentence, s",
+        "translate_one_seconds",
+        "interactive_one_seconds",
+        TIME,
+    ),
+    (
+        "importing the command-line module, s",
+        "import_translate_seconds",
+        "import_interactive_seconds",
+        TIME,
+    ),
+)
+# Translations compared for identity: (fairseq's or the reference, this project's).
+_AGREEMENT = (
+    ("fairseq-generate", "in-process float32"),
+    ("fairseq-interactive", "pipelines.translate"),
+    ("in-process float32", "fresh SavedModel"),
+)
+
+
+def header(model_dir, export, comparison):
+    """What is compared, on what."""
+    import torch
+
+    search = comparison.search_config
+    lines = [
+        f"compare_fairseq: {model_dir} as fairseq {export.architecture} "
+        f"({export.checkpoint_path}); {len(comparison.sources)} sentences, beam "
+        f"{search.beam_size}, maximum length {search.max_len_a} * source + {search.max_len_b}",
+        f"CPU: {cpu_description()}; PyTorch threads: {torch.get_num_threads()}",
+        "fairseq's batch figures are fairseq-generate's own timer (its search calls alone); "
+        "whole processes are wall times.",
+    ]
+    load = os.getloadavg()[0]
+    # Above one waiting process per core, others compete (this one accounts for one).
+    if load > os.cpu_count():
+        # PyTorch's OpenMP threads wait for each other and slow down far more than
+        # TensorFlow's thread pool when other processes take the cores.
+        lines.append(
+            f"WARNING: the CPU is busy (load average {load:.1f}); the figures, fairseq's "
+            "above all, are not representative."
+        )
+    return "\n".join(lines)
+
+
+def _ratio(ours, theirs, kind):
+    """> 1 when this project is faster."""
+    return theirs / ours if kind == TIME else ours / theirs
+
+
+def _rows(comparison):
+    """(label, ours, fairseq's, ratio) of every row whose two numbers were measured."""
+    results = comparison.results
+    values = {
+        "batch": comparison.batch_size,
+        "latency": results["latency_sentences"],
+        "sentences": results["sentences"],
+    }
+    for label, ours, theirs, kind in _ROWS:
+        if ours in results and theirs in results:
+            ratio = _ratio(results[ours], results[theirs], kind)
+            yield label.format(**values), results[ours], results[theirs], ratio, ours
+
+
+def agreement(comparison):
+    """{"A vs B": identical translations} of every compared pair that was translated."""
+    counts = {}
+    for first, second in _AGREEMENT:
+        if first in comparison.translations and second in comparison.translations:
+            pairs = zip(comparison.translations[first], comparison.translations[second])
+            counts[f"{first} vs {second}"] = sum(a == b for a, b in pairs)
+    return counts
+
+
+def table(comparison):
+    """A Markdown table of the rows, the SavedModel's load figures and the agreement."""
+    lines = [
+        "| | this project | fairseq | ratio (> 1: this project faster) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for label, ours, theirs, ratio, _ in _rows(comparison):
+        lines.append(f"| {label} | {ours:,.2f} | {theirs:,.2f} | {ratio:.2f}x |")
+    results = comparison.results
+    if "saved_model_load_seconds" in results:
+        lines.append(
+            f"\nFresh SavedModel process: imports {results['saved_model_import_seconds']:.2f} s, "
+            f"load {results['saved_model_load_seconds']:.2f} s, first request "
+            f"{results['saved_model_first_request_ms']:.1f} ms (export took "
+            f"{results['saved_model_export_seconds']:.1f} s)."
+        )
+    if results.get("import_interactive_loads_tensorflow"):
+        lines.append(
+            "fairseq's import includes TensorFlow's here (torch.utils.tensorboard imports it "
+            "when it is installed)."
+        )
+    for pair, count in agreement(comparison).items():
+        lines.append(f"Identical translations, {pair}: {count} of {results['sentences']}")
+    return "\n".join(lines)
+
+
+def summary(comparison):
+    """The JSON summary: every measurement, each row's ratio, the agreement, the CPU."""
+    summary = {"cpu": cpu_description(), "batch_size": comparison.batch_size}
+    summary.update(comparison.results)
+    for _, _, _, ratio, key in _rows(comparison):
+        summary[f"ratio_{key}"] = round(ratio, 2)
+    summary.update(
+        {
+            f"identical_{pair.replace(' ', '_')}": count
+            for pair, count in agreement(comparison).items()
+        }
+    )
+    return summary

@@ -1,0 +1,323 @@
+"""Translation speed of a trained run: in process, through exports, as a whole command.
+
+    python -m benchmarks.translate_speed [--model_dir=runs/multi30k_en_de] \\
+        [--parts=in_process,exports,whole_process] [--variants=float32,float32_xla,...] \\
+        [--exports=default,bfloat16,int8] [--saved_model=DIR] [--batch_size=128] \\
+        [--latency_sentences=100] [--sentences=0] [--repeats=3] [--reference_seconds=S]
+
+On the run's prepared test split (test_2016_flickr for Multi30k: 1,000 sentences), beam 5
+and the default search unless a part says otherwise; batches are formed from the
+sentences sorted by length (as fairseq-generate forms them), latency is one sentence a
+request over the first --latency_sentences (0: all). Parts (--parts):
+
+* `in_process`: the checkpoint's translator in this process (`load_inference_model`, its
+  buckets compiled on load), per --variants (compute dtype, decoder step XLA-compiled or
+  not): sentences/s greedy and beam 5 at --batch_size after one untimed pass, the beam-5
+  BLEU, and ms per sentence at batch 1 after every timed sentence was sent once;
+* `exports`: each export of --exports (`pipelines.export` with the flags of `EXPORTS`:
+  `default` has none) and --saved_model if given, each in a fresh process as a server
+  meets it: imports, load (`open_saved_model`, which replays the warm-up requests as TF
+  Serving does), the first request alone, the batch-1 mean (first request included),
+  the same again warm, batches of --batch_size (first pass, compilation and all, then a
+  second), peak memory, BLEU;
+* `whole_process`: `python -m pipelines.translate --model_dir=RUN --input=F --output=O`,
+  the median wall time of --repeats fresh processes, for one sentence and for the split,
+  split into import, load and translation by runs that stop earlier; then the same
+  phases timed inside one process. With --reference_seconds (e.g. fairseq-interactive's,
+  from `benchmarks.compare.fairseq`), the ratio to it.
+
+Prints each figure, ends with one JSON line.
+"""
+
+import time
+
+_START = time.perf_counter()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks import (  # noqa: E402
+    ROOT,
+    cpu_description,
+    last_json,
+    length_order,
+    read_lines,
+    request_milliseconds,
+    run_timed,
+    time_translator,
+    translate_in_batches,
+    write_lines,
+)
+
+PARTS = ("in_process", "exports", "whole_process")
+VARIANTS = ("float32", "float32_xla", "bfloat16", "bfloat16_xla")
+# The exports measured: name -> pipelines.export flags.
+EXPORTS = {
+    "default": [],
+    "no_buckets": ["--noxla_small_batches"],
+    "float32_xla": ["--xla_decode"],
+    "bfloat16": ["--inference_dtype=bfloat16"],
+    "bfloat16_xla": ["--inference_dtype=bfloat16", "--xla_decode"],
+    "int8": ["--int8_weights"],
+}
+# The phases of one translation, timed from inside one process.
+_PHASES = """
+import json, sys, time
+start = time.perf_counter()
+import pipelines.translate
+from convs2s_tf.inference import open_translator
+from convs2s_tf.inference.translator import search_one_batch_per_core
+imported = time.perf_counter()
+in_flight = search_one_batch_per_core()  # as the command does
+translator = open_translator(model_dir=sys.argv[1])
+loaded = time.perf_counter()
+with open(sys.argv[2], encoding="utf-8") as f:
+    lines = f.read().split("\\n")[:-1]
+translator.translate(lines[:1])
+first = time.perf_counter()
+translator.translate(lines[1:2])
+second = time.perf_counter()
+translator.translate_all(lines, in_flight=in_flight)
+done = time.perf_counter()
+print(json.dumps({
+    "import": imported - start, "load": loaded - imported, "first_translation": first - loaded,
+    "second_translation": second - first, "all_lines": done - second,
+}))
+"""
+
+
+def define_flags(flag_values=flags.FLAGS):
+    define = {"flag_values": flag_values}
+    run = os.path.join(ROOT, "runs", "multi30k_en_de")
+    flags.DEFINE_string("model_dir", run, "Trained run.", **define)
+    flags.DEFINE_list("parts", list(PARTS), f"Parts to measure, of {PARTS}.", **define)
+    flags.DEFINE_list("variants", list(VARIANTS), f"In-process variants, of {VARIANTS}.", **define)
+    flags.DEFINE_list("exports", ["default", "bfloat16", "int8"], f"Of {list(EXPORTS)}.", **define)
+    flags.DEFINE_string(
+        "saved_model", None, "Also measure this export (base or version).", **define
+    )
+    flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.", **define)
+    flags.DEFINE_integer(
+        "latency_sentences", 100, "Sentences sent one at a time (0: all).", **define
+    )
+    flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
+    flags.DEFINE_integer("repeats", 3, "Fresh processes per whole-process figure.", **define)
+    flags.DEFINE_float("reference_seconds", None, "A whole-process time to compare.", **define)
+    flags.DEFINE_list("translate_flags", [], "More pipelines.translate flags.", **define)
+    # A fresh export process (what `exports` runs, and `benchmarks.compare` too).
+    flags.DEFINE_string("child_saved_model", None, "Time this export in this process.", **define)
+    flags.DEFINE_string("latency_input", None, "The child's sentences sent one a time.", **define)
+    flags.DEFINE_string("throughput_input", None, "The child's batched sentences.", **define)
+    flags.DEFINE_string("output", None, "Where the child writes its translations.", **define)
+
+
+def export_child(options):
+    """A fresh process's figures of an export (`time_translator`'s, a second batched
+    pass, and the import, load and warm-up times)."""
+    import tensorflow  # noqa: F401
+    import tensorflow_text  # noqa: F401
+
+    from convs2s_tf.inference import open_saved_model
+
+    imported = time.perf_counter()
+    translator = open_saved_model(options.child_saved_model)
+    loaded = time.perf_counter()
+    figures = time_translator(
+        translator,
+        options.latency_input,
+        options.throughput_input,
+        options.output,
+        options.batch_size,
+    )
+    sentences = read_lines(options.throughput_input)
+    start = time.perf_counter()
+    translate_in_batches(translator, sentences, options.batch_size)
+    second_pass = len(sentences) / (time.perf_counter() - start)
+    figures.update(
+        import_seconds=round(imported - _START, 3),
+        load_seconds=round(loaded - imported, 3),
+        warmup_seconds=round(getattr(translator, "warmup_seconds", 0.0), 3),
+        batch_second_pass_sentences_per_sec=round(second_pass, 2),
+    )
+    return figures
+
+
+def child_command(saved_model, latency_input, throughput_input, output, batch_size):
+    """The fresh process timing `saved_model` (its last stdout line: the figures)."""
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.translate_speed",
+        f"--child_saved_model={saved_model}",
+        f"--latency_input={latency_input}",
+        f"--throughput_input={throughput_input}",
+        f"--output={output}",
+        f"--batch_size={batch_size}",
+    ]
+
+
+class TestSplit:
+    """The run's test sentences and references, in corpus and length order."""
+
+    def __init__(self, options, work_dir):
+        from convs2s_tf.data.data_directory import PreparedData
+        from convs2s_tf.runs import RunDirectory
+
+        run = RunDirectory(options.model_dir)
+        paths = PreparedData.load(run.data_dir(run.read_config())).split_paths("test")
+        limit = options.sentences or None
+        self.sources, self.references = (read_lines(path)[:limit] for path in paths)
+        self.order = length_order([len(sentence) for sentence in self.sources])
+        self.sorted = [self.sources[i] for i in self.order]
+        self.first = self.sources[: options.latency_sentences or None]
+        self.path = write_lines(os.path.join(work_dir, "source.txt"), self.sources)
+        self.first_path = write_lines(os.path.join(work_dir, "first.txt"), self.first)
+        self.sorted_path = write_lines(os.path.join(work_dir, "sorted.txt"), self.sorted)
+
+    def bleu(self, sorted_translations):
+        from convs2s_tf.evaluation import corpus_scores
+
+        restored = [None] * len(self.order)
+        for translation, index in zip(sorted_translations, self.order):
+            restored[index] = translation
+        return round(corpus_scores(restored, self.references)["bleu"], 2)
+
+
+def in_process(options, split):
+    """The `in_process` part: {variant figures..., best of each metric}."""
+    from convs2s_tf.decoding import SearchConfig
+    from convs2s_tf.inference import load_inference_model
+
+    results = {}
+    for variant in options.variants:
+        dtype, _, xla = variant.partition("_")
+        for beam, name in ((1, "greedy"), (5, "beam5")):
+            search = SearchConfig(beam_size=beam, dtype=dtype, xla=xla == "xla")
+            translator = load_inference_model(options.model_dir, search_config=search).translator()
+            translate_in_batches(translator, split.sorted, options.batch_size)  # untimed
+            start = time.perf_counter()
+            translations = translate_in_batches(translator, split.sorted, options.batch_size)
+            rate = len(split.sorted) / (time.perf_counter() - start)
+            results[f"{variant}_sentences_per_sec_{name}"] = round(rate, 1)
+            print(f"in process {variant} {name}: {rate:.1f} sentences/s", flush=True)
+        results[f"{variant}_bleu_beam5"] = split.bleu(translations)
+        request_milliseconds(translator, split.first)  # each source length compiled once
+        times = request_milliseconds(translator, split.first)
+        results[f"{variant}_latency_ms_batch1"] = round(sum(times) / len(times), 2)
+        print(f"in process {variant} beam5 batch 1: {sum(times) / len(times):.2f} ms", flush=True)
+    for metric, better in (
+        ("sentences_per_sec_beam5", max),
+        ("sentences_per_sec_greedy", max),
+        ("latency_ms_batch1", min),
+    ):
+        measured = {variant: results[f"{variant}_{metric}"] for variant in options.variants}
+        if measured:
+            best = better(measured, key=measured.get)
+            results[metric], results[f"{metric}_variant"] = measured[best], best
+    return results
+
+
+def exports(options, split, work_dir):
+    """The `exports` part: {export name: its fresh process's figures}."""
+    paths = {}
+    for name in options.exports:
+        path = os.path.join(work_dir, "exports", name)
+        command = [sys.executable, "-m", "pipelines.export", f"--model_dir={options.model_dir}"]
+        seconds = run_timed(command + [f"--export_dir={path}", *EXPORTS[name]])[0]
+        paths[name] = (path, round(seconds, 2))
+    if options.saved_model:
+        paths["given"] = (options.saved_model, None)
+    results = {}
+    for name, (path, export_seconds) in paths.items():
+        output = os.path.join(work_dir, f"{name}.txt")
+        command = child_command(
+            path, split.first_path, split.sorted_path, output, options.batch_size
+        )
+        figures = last_json(run_timed(command)[1])
+        figures.update(export_seconds=export_seconds, bleu=split.bleu(read_lines(output)))
+        print(f"export {name} (fresh process): {json.dumps(figures)}", flush=True)
+        results[name] = figures
+    return results
+
+
+def whole_process(options, split, work_dir):
+    """The `whole_process` part: medians, their breakdown and the in-process phases."""
+
+    def median_seconds(arguments):
+        return statistics.median(
+            run_timed([sys.executable, *arguments])[0] for _ in range(options.repeats)
+        )
+
+    def translate_seconds(lines, name):
+        source = write_lines(os.path.join(work_dir, f"{name}.txt"), lines)
+        command = ["-m", "pipelines.translate", f"--model_dir={options.model_dir}"]
+        output = f"--output={os.path.join(work_dir, 'output.txt')}"
+        return median_seconds(command + [f"--input={source}", output, *options.translate_flags])
+
+    imported = median_seconds(["-c", "import pipelines.translate"])
+    empty = translate_seconds([], "empty")
+    one = translate_seconds(split.sources[:1], "one")
+    whole = translate_seconds(split.sources, "all")
+    phases = last_json(run_timed([sys.executable, "-c", _PHASES, options.model_dir, split.path])[1])
+    results = {
+        "repeats": options.repeats,
+        "one_sentence_seconds": round(one, 2),
+        "all_lines_seconds": round(whole, 2),
+        "breakdown": {
+            "import": round(imported, 2),
+            "load": round(empty - imported, 2),
+            "translate_one_sentence": round(one - empty, 2),
+            "translate_all_lines": round(whole - empty, 2),
+        },
+        "in_one_process": {name: round(value, 2) for name, value in phases.items()},
+    }
+    print(f"pipelines.translate, median of {options.repeats} processes:")
+    print(f"  one sentence {one:.2f} s, {len(split.sources):,} lines {whole:.2f} s")
+    print("  " + ", ".join(f"{k} {v:.2f} s" for k, v in results["breakdown"].items()))
+    print("  in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    if options.reference_seconds:
+        ratio = options.reference_seconds / whole
+        results.update(reference_seconds=options.reference_seconds, speedup=round(ratio, 2))
+        print(f"  reference {options.reference_seconds:.2f} s: {ratio:.2f} times faster")
+    return results
+
+
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    if options.child_saved_model:
+        print(json.dumps(export_child(options)))
+        return
+    for name, chosen, known in (
+        ("parts", options.parts, PARTS),
+        ("variants", options.variants, VARIANTS),
+        ("exports", options.exports, EXPORTS),
+    ):
+        if set(chosen) - set(known):
+            raise app.UsageError(f"Unknown --{name} {sorted(set(chosen) - set(known))}.")
+    with tempfile.TemporaryDirectory() as work_dir:
+        split = TestSplit(options, work_dir)
+        line = {"cpu": cpu_description(), "sentences": len(split.sources)}
+        line.update(batch_size=options.batch_size, latency_sentences=len(split.first))
+        print(f"{options.model_dir}: {len(split.sources)} test sentences", flush=True)
+        if "in_process" in options.parts:
+            line["in_process"] = in_process(options, split)
+        if "exports" in options.parts:
+            line["exports"] = exports(options, split, work_dir)
+        if "whole_process" in options.parts:
+            line["whole_process"] = whole_process(options, split, work_dir)
+    print(json.dumps(line))
+
+
+def main(argv):
+    del argv
+    run(flags.FLAGS)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
