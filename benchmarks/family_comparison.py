@@ -26,15 +26,19 @@ machine: the CPU's speed differs between machines.
 
 import json
 import os
-import re
-import statistics
 import subprocess
 import sys
 import time
 
 from absl import app, flags
 
-from benchmarks.comparison_report import cpu_description
+from benchmarks import cpu_description
+from convs2s_tf.models.posenet.comparison import (
+    epoch_token_rates,
+    format_arms_table,
+    median_token_rate,
+    trainable_parameters,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ARMS = ["convs2s:configs/multi30k_en_de.cfg", "posenet:configs/posenet_multi30k.cfg"]
@@ -54,8 +58,6 @@ flags.DEFINE_bool(
     "(--nobuckets: graph mode only, which loads several seconds sooner).",
 )
 FLAGS = flags.FLAGS
-
-_EPOCH_RATE = re.compile(r"^epoch +\d+ \|.* train ([\d,]+) tok/s", re.MULTILINE)
 
 
 def _python(arguments, log_path=None):
@@ -79,13 +81,9 @@ def _last_json(output):
 
 def _parameters(model_dir):
     """Trainable parameters of the run's model (a shared table counted once)."""
-    import numpy as np
-
     from convs2s_tf.runs.loading import build_model, read_run_config
 
-    model = build_model(read_run_config(model_dir)["model"])
-    unique = {id(weight): weight for weight in model.trainable_weights}
-    return int(sum(np.prod(weight.shape) for weight in unique.values()))
+    return trainable_parameters(build_model(read_run_config(model_dir)["model"]))
 
 
 def _updates(model_dir):
@@ -118,14 +116,14 @@ def train(flagfile, model_dir):
         with open(record_path, "w", encoding="utf-8") as f:
             json.dump({"train_seconds": seconds}, f)
     with open(log_path, encoding="utf-8") as f:
-        rates = [int(rate.replace(",", "")) for rate in _EPOCH_RATE.findall(f.read())]
+        console = f.read()
     return {
         "flagfile": flagfile,
         "train_seconds": seconds,
         "parameters": _parameters(model_dir),
         "updates": _updates(model_dir),
-        "epochs": len(rates),
-        "train_tokens_per_sec": statistics.median(rates) if rates else None,
+        "epochs": len(epoch_token_rates(console)),
+        "train_tokens_per_sec": median_token_rate(console),
     }
 
 
@@ -168,21 +166,6 @@ def speed(model_dir):
     }
 
 
-def _table(arms):
-    names = list(arms)
-    keys = [key for key in arms[names[0]] if key != "flagfile"]
-    width = max(len(key) for key in keys)
-    lines = [f"{'':{width}}  " + "  ".join(f"{name:>14}" for name in names)]
-    for key in keys:
-        values = [arms[name][key] for name in names]
-        cells = [
-            f"{value:>14,}" if isinstance(value, (int, float)) else f"{value!s:>14}"
-            for value in values
-        ]
-        lines.append(f"{key:{width}}  " + "  ".join(cells))
-    return "\n".join(lines)
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
@@ -200,7 +183,7 @@ def main(argv):
         arms[name].update(speed(model_dir))
         print(f"{name}: {json.dumps(arms[name])}", flush=True)
     cpu = cpu_description()
-    print(f"\nseed {FLAGS.seed}, {cpu}\n{_table(arms)}")
+    print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))
     return 0
 

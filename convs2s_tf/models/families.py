@@ -4,7 +4,7 @@ A family is one folder of `convs2s_tf/models/` (ConvS2S: `models/convs2s/`) whos
 `family.py` registers it here; `convs2s_tf/models/__init__.py` imports the shipped ones
 (so does any import of this module, through its package). A run's model config
 (`config.json`'s `"model"`) names its family under `"family"`; a config without one is
-ConvS2S (every run before families existed).
+ConvS2S (as an imported fairseq run's).
 Everything that builds a model from a config goes through `build_model`, so a new
 family trains, decodes, exports and serves without a change elsewhere
 (docs/extending.md).

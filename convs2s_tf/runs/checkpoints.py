@@ -143,7 +143,7 @@ def _describe(error: BaseException, drop_op_name: bool = False) -> str:
     return f"{type(error).__name__}: {message}"
 
 
-def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> Any:
+def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str) -> Any:
     """Restores `path` into `checkpoint`, raising `CheckpointError` naming the problem.
 
     Every object of `checkpoint` (model, optimiser, state) must be built first so that
@@ -152,8 +152,6 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str, partial: bool
     Args:
         checkpoint: A `tf.train.Checkpoint` of built objects.
         path: A checkpoint prefix.
-        partial: Let objects the checkpoint does not hold keep their values (for
-            checkpoints older than those objects).
 
     Returns:
         The restore status.
@@ -171,10 +169,7 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str, partial: bool
         )
     try:
         status = checkpoint.restore(path)
-        if partial:
-            status.assert_nontrivial_match()
-        else:
-            status.assert_existing_objects_matched()
+        status.assert_existing_objects_matched()
         # Inference restores the model alone: optimiser slots may stay unused.
         status.expect_partial()
     except Exception as error:  # noqa: BLE001 (any failure here must name the checkpoint)

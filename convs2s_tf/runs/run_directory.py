@@ -50,16 +50,17 @@ TEST_RESULTS_FILE = "test_results.json"
 _WORKER_SUBDIR = "tmp_worker_{task_id}"
 
 
-# What a resumed run must share with the one that wrote the directory, and what changes
-# it (run directories written before a key existed lack it).
 def _with_default_family(run_config: Mapping[str, Any]) -> dict[str, Any]:
-    """`run_config` with its model's family named (runs from before families are ConvS2S)."""
+    """`run_config` with its model's family named (a model config naming none, as an
+    imported fairseq run's, is ConvS2S's)."""
     run_config = dict(run_config)
     if isinstance(run_config.get("model"), Mapping):
         run_config["model"] = {FAMILY_KEY: DEFAULT_FAMILY, **run_config["model"]}
     return run_config
 
 
+# What a resumed run must share with the one that wrote the directory, and what changes
+# it (an imported run has no data fingerprint nor SentencePiece hash).
 _RUN_IDENTITY = {
     "model": "another model (`preset` and the model settings)",
     "data_fingerprint": "other prepared data (`data_dir` and its preparation settings)",

@@ -1,4 +1,4 @@
-"""A training run's checkpoints: saving the recent and the best, resuming, old layouts."""
+"""A training run's checkpoints: saving the recent and the best, resuming."""
 
 import os
 import shutil
@@ -6,21 +6,16 @@ import shutil
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.runs.checkpoints import (
-    UnreadableCheckpointError,
-    checkpoint_has,
-    restore_checkpoint,
-)
+from convs2s_tf.runs.checkpoints import UnreadableCheckpointError, restore_checkpoint
 
 
 class TrainingCheckpoints:
     """Saves and restores everything a resumed run needs, in its run directory.
 
-    The checkpoint holds the objects `model`, `optimizer`, `state` and `schedule` (the
-    layout every run directory has; checkpoints written before the schedule existed are
-    still restored, see `restore`). Recent checkpoints go to `checkpoints/`, the best
-    one to `best/`; with `keep_epoch_ends`, the model alone at the last epoch ends to
-    `epoch_ends/` too (to be averaged: `checkpoints/` also holds mid-epoch saves).
+    The checkpoint holds the objects `model`, `optimizer`, `state` and `schedule`. Recent
+    checkpoints go to `checkpoints/`, the best one to `best/`; with `keep_epoch_ends`, the
+    model alone at the last epoch ends to `epoch_ends/` too (to be averaged:
+    `checkpoints/` also holds mid-epoch saves).
 
     Args:
         run_directory: The run's `RunDirectory`, with an absolute path.
@@ -159,19 +154,10 @@ class TrainingCheckpoints:
         raise failure
 
     def restore(self, path):
-        """Restores `path`, which may predate the plateau schedule.
+        """Restores `path` into the model, optimiser, state and schedule.
 
         Raises:
             UnreadableCheckpointError: `path` is missing or its files cannot be read.
             CheckpointError: `path` is from another model.
         """
-        if checkpoint_has(path, "schedule"):
-            restore_checkpoint(self.checkpoint, path)
-            return
-        # Written before the plateau schedule and the optimiser's previous rate were
-        # checkpointed: everything else must match; those two start from the state.
-        legacy = tf.train.Checkpoint(model=self.model, state=self.state)
-        restore_checkpoint(legacy, path)
-        restore_checkpoint(self.checkpoint, path, partial=True)
-        self.optimizer.previous_learning_rate.assign(self.state.learning_rate)
-        self.schedule.best.assign(self.state.best_valid_loss)
+        restore_checkpoint(self.checkpoint, path)

@@ -57,7 +57,7 @@ def test_resume_guard(tmp_path):
     run.check_same_run(run_config)  # nothing written yet
     run.write_config(run_config)
     run.check_same_run(dict(run_config, data_dir="/elsewhere"))
-    run.check_same_run({"model": {"a": 1}})  # keys a run written earlier lacks
+    run.check_same_run({"model": {"a": 1}})  # keys an imported run lacks
     for key, words in [
         ("model", "another model"),
         ("data_fingerprint", "other prepared data"),

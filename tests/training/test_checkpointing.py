@@ -1,11 +1,9 @@
-"""Tests of a training run's checkpoints: resuming, the best one, old layouts, errors."""
+"""Tests of a training run's checkpoints: resuming, the best one, errors."""
 
 import shutil
 
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from helpers.synthetic import EpochBatches, dataset, make_trainer
 
 from convs2s_tf.runs import CheckpointError, latest_checkpoint
@@ -23,24 +21,6 @@ def test_resume_from_best_when_checkpoints_are_gone(tmp_path):
     assert resumed.restore_or_initialize() == best
     assert int(resumed.state.step.numpy()) == 3 and int(resumed.state.epoch.numpy()) == 1
     assert float(resumed.state.best_valid_loss.numpy()) < float("inf")
-
-
-def test_checkpoint_from_before_the_schedule_restores(tmp_path):
-    trainer = make_trainer(tmp_path, max_steps=2, save_every_steps=2)
-    trainer.train(EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=3)))
-    # A checkpoint as written before the plateau schedule and the optimiser's previous
-    # rate existed: Keras' own SGD, no schedule.
-    old_optimizer = keras.optimizers.SGD(learning_rate=0.025, momentum=0.99, nesterov=True)
-    old_optimizer.build(trainer.model.trainable_variables)
-    trainer.state.learning_rate.assign(0.025)
-    legacy = tf.train.Checkpoint(model=trainer.model, optimizer=old_optimizer, state=trainer.state)
-    path = legacy.save(str(tmp_path / "legacy" / "ckpt"))
-    weights = [w.numpy() for w in trainer.model.weights]
-    resumed = make_trainer(tmp_path)
-    resumed.checkpoints.restore(path)
-    for a, b in zip(weights, resumed.model.weights):
-        np.testing.assert_array_equal(a, b.numpy())
-    assert float(resumed.optimizer.previous_learning_rate.numpy()) == pytest.approx(0.025)
 
 
 def test_resume_restores_state_and_optimizer(tmp_path, monkeypatch):

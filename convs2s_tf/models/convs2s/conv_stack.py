@@ -24,8 +24,7 @@ from convs2s_tf.models.convs2s.layer_spec import (
 )
 from convs2s_tf.vocabulary import PAD_ID
 
-# How a block's layers are named in checkpoints (`convolution_3`, ...): the names the
-# encoder and decoder gave them before `ConvBlock` existed.
+# How a block's layers are named in checkpoints (`convolution_3`, ...), by role and index.
 _CHECKPOINT_ROLES = ("projection", "convolution", "attention")
 
 
@@ -39,11 +38,11 @@ class ConvStack(keras.layers.Layer):
     per entry of the layer spec, giving each block the residual input its residual
     distance names. One dropout layer serves the whole stack.
 
-    Checkpoints keep the layout they had before `ConvBlock`: each block's layers are
+    Checkpoints name a block's layers by role and index: each block's layers are
     checkpoint dependencies named `projection_<i>`, `convolution_<i>` and `attention_<i>`
     (Keras 3 lists are invisible to `tf.train.Checkpoint`), and `variables` lists every
     residual projection, then every convolution, then every attention, the order
-    optimizer slots were saved in. `projections`, `convolutions` and `attentions` hold
+    optimizer slots are saved in. `projections`, `convolutions` and `attentions` hold
     those layers per block (None where a block has none).
 
     Args:
