@@ -1,21 +1,20 @@
-"""benchmarks.compare_ctranslate2 end to end on the tiny run, with the smallest settings:
+"""benchmarks.compare.ctranslate2 end to end on the tiny run, with the smallest settings:
 a fairseq Transformer trained for seconds, converted by CTranslate2 and timed beside the
 run's export; every step's output checked, not the figures."""
 
 import json
 
 import pytest
-from conftest import run_python
+from absl import flags
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
+from benchmarks.compare import ctranslate2
 
 
-def test_compare_ctranslate2(tiny_run, tmp_path):
+@pytest.mark.slow
+def test_compare_ctranslate2(tiny_run, tmp_path, capsys):
     work_dir = tmp_path / "work"
     arguments = [
-        "-m",
-        "benchmarks.compare_ctranslate2",
+        "benchmark",
         f"--model_dir={tiny_run}",
         f"--work_dir={work_dir}",
         # Two epochs, however slow the machine (a time limit alone could end before the
@@ -28,8 +27,12 @@ def test_compare_ctranslate2(tiny_run, tmp_path):
         "--translators=transformer_ct2_int8",
         "--translators=convs2s_float32",
     ]
-    result = run_python(arguments)
-    line = json.loads(result.stdout.strip().splitlines()[-1])
+    options = flags.FlagValues()
+    ctranslate2.define_flags(options)
+    options(arguments)
+    ctranslate2.run(options)
+    stdout = capsys.readouterr().out
+    line = json.loads(stdout.strip().splitlines()[-1])
     transformer = line["transformer"]
     assert transformer["epochs"] == 2 and transformer["parameters"] > 0
     assert transformer["averaged_epochs"] == [1, 2]
@@ -40,4 +43,4 @@ def test_compare_ctranslate2(tiny_run, tmp_path):
         assert 0 <= figures["bleu"] <= 100
     assert (work_dir / "ctranslate2" / "int8" / "model.bin").is_file()
     assert len((work_dir / "translations" / "convs2s_float32.txt").read_text().splitlines()) == 8
-    assert "| transformer_ct2_int8 |" in result.stdout and line["cpu"] in result.stdout
+    assert "| transformer_ct2_int8 |" in stdout and line["cpu"] in stdout

@@ -1,15 +1,24 @@
-"""benchmarks.compare_fairseq_training's fairseq side (`benchmarks.fairseq_training`): the
-options it gives fairseq-train for this project's models, the rates it reads from
-fairseq's log, its report, and a tiny fairseq-train run on the same data and model."""
+"""benchmarks.compare.fairseq_training: the options it gives fairseq-train for this
+project's models, the rates it reads from fairseq's log, its report, a tiny fairseq-train
+run on the same data and model, and the benchmark end to end on a tiny config."""
+
+import json
 
 import pytest
+from absl import flags
+from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 from helpers.models import small_model_config
 
-from benchmarks import fairseq_commands, fairseq_training
-from benchmarks.config_models import CONFIG_MODEL, model_config, training_config
+from benchmarks import FLAGFILE, CommandError, config_flags, model_config
+from benchmarks.compare import fairseq_tools, fairseq_training
+from pipelines.flags.training import training_config_from_flags
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
+CONFIG_MODEL = "config"
+
+
+def model_arguments(name, vocab_size):
+    return fairseq_training.model_arguments(model_config(name, vocab_size, FLAGFILE))
+
 
 # What fairseq 0.12's fairseq-train logs (`--log-format=simple --log-interval=2`).
 LOG = """\
@@ -34,7 +43,7 @@ clip 100 | train_wall 8 | wall 18
 
 
 def test_progress_lines_are_read_with_their_numbers():
-    lines = fairseq_training.progress_lines(LOG)
+    lines = fairseq_tools.progress_lines(LOG)
     assert [(line["tag"], line["epoch"]) for line in lines] == [
         ("train_inner", 1),
         ("train", 1),
@@ -44,7 +53,7 @@ def test_progress_lines_are_read_with_their_numbers():
     ]
     assert lines[1]["wps"] == 2674.2 and lines[1]["num_updates"] == 3
     assert lines[3]["wps"] == 1500.0 and lines[3]["wpb"] == 1500.0
-    assert fairseq_training.parameters(LOG) == 8048448
+    assert fairseq_tools.parameters(LOG) == 8048448
 
 
 def test_the_second_epochs_rate_is_its_summarys():
@@ -52,7 +61,7 @@ def test_the_second_epochs_rate_is_its_summarys():
     assert rate["steps"] == 3  # updates 4 to 6
     assert rate["target_tokens"] == pytest.approx(3 * 2657.1)
     assert rate["target_tokens_per_sec"] == pytest.approx(2906.2)
-    with pytest.raises(fairseq_commands.CommandError, match="no summary of epoch 3"):
+    with pytest.raises(CommandError, match="no summary of epoch 3"):
         fairseq_training.epoch_rate(LOG, epoch=3)
 
 
@@ -61,25 +70,27 @@ def test_the_rate_after_warmup_is_over_the_later_intervals():
     rate = fairseq_training.interval_rate(LOG, warmup_updates=2)
     assert rate["steps"] == 4 and rate["seconds"] == pytest.approx(4.0)
     assert rate["target_tokens_per_sec"] == pytest.approx(9000 / 4)
-    with pytest.raises(fairseq_commands.CommandError, match="after update 6"):
+    with pytest.raises(CommandError, match="after update 6"):
         fairseq_training.interval_rate(LOG, warmup_updates=6)
 
 
 def test_the_default_configs_model_is_fconv_iwslt_de_en_with_its_options():
-    arguments = fairseq_training.model_arguments(model_config(CONFIG_MODEL, 8000))
+    arguments = model_arguments(CONFIG_MODEL, 8000)
     assert arguments[0] == "--arch=fconv_iwslt_de_en"
     assert "--dropout=0.3" in arguments and "--share-input-output-embed" in arguments
     assert "--encoder-layers=[(256, 3), (256, 3), (256, 3), (256, 3)]" in arguments
     assert "--decoder-out-embed-dim=256" in arguments
-    preset = fairseq_training.model_arguments(model_config("iwslt_de_en", 8000))
+    preset = model_arguments("iwslt_de_en", 8000)
     assert preset[0] == "--arch=fconv_iwslt_de_en" and "--dropout=0.1" in preset
     assert "--share-input-output-embed" not in preset
-    wmt = fairseq_training.model_arguments(model_config("wmt_en_de", 40000))
+    wmt = model_arguments("wmt_en_de", 40000)
     assert wmt[0] == "--arch=fconv_wmt_en_de"
 
 
 def test_the_training_options_are_the_configs_optimiser():
-    arguments = fairseq_training.training_arguments(training_config(), 4000)
+    arguments = fairseq_training.training_arguments(
+        training_config_from_flags(config_flags(f"--flagfile={FLAGFILE}")), 4000
+    )
     for expected in (
         "--optimizer=nag",
         "--momentum=0.99",
@@ -116,6 +127,7 @@ def test_the_ratios_are_above_one_when_this_project_is_faster():
     assert "| config | this project, bfloat16 | 10 | 5,000 | 2 in 2.0 s | 2,000 | 2.50x |" in table
 
 
+@pytest.mark.slow
 def test_fairseq_trains_the_same_model_on_the_same_tokens(small_prepared, tmp_path):
     import sentencepiece as spm
 
@@ -124,7 +136,7 @@ def test_fairseq_trains_the_same_model_on_the_same_tokens(small_prepared, tmp_pa
 
     prepared = small_prepared.data
     pairs = 200
-    data_bin, vocab_size = fairseq_training.write_data(prepared, str(tmp_path), limit=pairs)
+    data_bin, vocab_size = fairseq_tools.write_data(prepared, str(tmp_path), limit=pairs)
     config = small_model_config(
         vocab_size, max_positions=256, dropout=0.2, share_decoder_input_output_embed=True
     )
@@ -152,3 +164,31 @@ def test_fairseq_trains_the_same_model_on_the_same_tokens(small_prepared, tmp_pa
     expected = sum(len(pieces) + 1 for pieces in processor.encode(targets))
     assert figures["target_tokens"] == pytest.approx(expected, rel=1e-3)
     assert figures["steps"] > 1 and figures["target_tokens_per_sec"] > 0
+
+
+@pytest.mark.slow
+def test_the_comparison_end_to_end(short_corpus, tmp_path, capsys):
+    config = tmp_path / "tiny.cfg"
+    lines = [f"--data_dir={tmp_path / 'data'}", *local_corpus_flags(short_corpus)]
+    config.write_text("\n".join([*lines, *TINY_MODEL_FLAGS]) + "\n")
+    options = flags.FlagValues()
+    fairseq_training.define_flags(options)
+    options(
+        [
+            "benchmark",
+            f"--config={config}",
+            "--models=config",
+            "--dtypes=float32",
+            "--steps=2",
+            "--fairseq_warmup_updates=2",
+            "--fairseq_log_interval=1",
+            "--fairseq_threads=1",
+        ]
+    )
+    fairseq_training.run(options)
+    output = capsys.readouterr().out
+    line = json.loads(output.strip().splitlines()[-1])
+    assert line["config_fairseq_target_tokens_per_sec"] > 0
+    assert line["config_float32_target_tokens_per_sec"] > 0 and line["ratio_config_float32"] > 0
+    assert (line["steps"], line["fairseq_threads"]) == (2, 1) and line["cpu"]
+    assert "| config | this project, float32 |" in output

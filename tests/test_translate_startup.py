@@ -7,9 +7,6 @@ import json
 import pytest
 from conftest import ROOT, run_python
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 # Imported by Keras (scikit-learn wrappers, image galleries, notebook detection), by the
 # training loop (TensorBoard, sacrebleu, matplotlib) or by tfds: none is needed to translate.
 NOT_IMPORTED = (
@@ -29,6 +26,7 @@ def _imported_after(code):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_translate_imports_nothing_it_does_not_use_and_hides_nothing_afterwards():
     names = list(NOT_IMPORTED)
     imported = _imported_after(
@@ -47,6 +45,7 @@ def test_translate_imports_nothing_it_does_not_use_and_hides_nothing_afterwards(
     assert importable == installed
 
 
+@pytest.mark.slow
 def test_lazy_exports_of_training_resolve_on_use():
     resolved = _imported_after(
         "import json, sys\n"
@@ -59,6 +58,7 @@ def test_lazy_exports_of_training_resolve_on_use():
     assert resolved == [False, "convs2s_tf.training.trainer", []]
 
 
+@pytest.mark.slow
 def test_import_tensorflow_falls_back_when_tensorflow_needs_a_hidden_module():
     # numpy is one TensorFlow cannot do without: the import is repeated without hiding.
     loaded = _imported_after(
@@ -74,6 +74,7 @@ def test_import_tensorflow_falls_back_when_tensorflow_needs_a_hidden_module():
     assert loaded == [3, True]
 
 
+@pytest.mark.slow
 def test_each_batch_searches_on_one_core_unless_tensorflow_already_runs():
     code = (
         "import json, os\n"
