@@ -8,30 +8,26 @@ Needs the `benchmark` extra (fairseq, PyTorch, CTranslate2). Steps, each skipped
 output is already in --work_dir (so an interrupted comparison resumes):
 
 1. the Transformer (`RECIPE`, below) trained by fairseq-train on the run's prepared
-   training and validation splits, written as the run's SentencePiece pieces, for at most --train_minutes, then the
-   average of its last 10 epoch checkpoints;
+   training and validation splits, written as the run's SentencePiece pieces, for at
+   most --train_minutes, then the average of its last 10 epoch checkpoints;
 2. that model converted by CTranslate2's fairseq converter, in float32 and int8;
 3. this project's exports of --model_dir (`pipelines.export`, default speed flags):
    float32, bfloat16 and int8 weights (`--int8_weights`), each without and with the
    run's shortlist (built first by `pipelines.build_shortlist` if the run has none);
 4. each of the eight translators in a fresh process (this module's `--child_model` for
    CTranslate2, `benchmarks.translate_speed`'s export process), beam 5, on the test
-   split: load, batch 1 over the first --latency_sentences (mean ms, and again warm), batches of --batch_size sorted by
-   length (sentences/s, the first pass), peak resident memory; then sacreBLEU (and the
-   lowercased `intl` flavour) and chrF of its batched translations, and its size on disk.
+   split: load, batch 1 over the first --latency_sentences (mean ms, and again warm),
+   batches of --batch_size sorted by length (sentences/s, the first pass), peak memory;
+   then sacreBLEU (and the lowercased `intl` flavour) and chrF of its batched
+   translations, and its size on disk.
 
 Prints a table naming the CPU, then one JSON line. About 75 minutes on 2 cores (the
 training is most of it); run it alone on the machine.
 
-The Transformer is the one a user choosing a fast CPU translator for Multi30k would
-train. Its shape is the one with the best published text-only Multi30k-only result: 4 encoder
-and 4 decoder layers, 128 wide, 4 heads, feed-forward 256, one embedding table shared by
-source, target and output (the SentencePiece vocabulary is joint). Its recipe is that
-shape's usual one: dropout 0.3, Adam (0.9, 0.98), peak rate 5e-3 after 2,000 warm-up
-updates then the inverse square root, label smoothing 0.1, 4,096-token batches, no
-clipping; a checkpoint every epoch, and the model is the average of the last 10 (as the
-published figure's). It trains on this project's prepared data and pieces, on the CPU,
-for at most the given minutes (fairseq's `--stop-time-hours`), or until the validation
+The Transformer (`RECIPE`): 4 + 4 layers, 128 wide, 4 heads, feed-forward 256, one
+embedding table for source, target and output (the shape of the best published
+text-only Multi30k result) with its usual recipe; a checkpoint every epoch, the model the
+average of the last 10; trained for at most the given minutes or until the validation
 loss has not improved for 10 epochs.
 """
 
@@ -227,16 +223,6 @@ def train_transformer_recipe(data_bin, languages, save_dir, minutes, seed, threa
     return log, seconds
 
 
-def epoch_checkpoints(save_dir):
-    """The epoch checkpoints fairseq kept in `save_dir`, oldest first."""
-    found = []
-    for path in glob.glob(os.path.join(save_dir, "checkpoint*.pt")):
-        match = _EPOCH_CHECKPOINT.search(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    return [path for _, path in sorted(found)]
-
-
 def average(save_dir):
     """Averages the parameters of the last `AVERAGED_CHECKPOINTS` epoch checkpoints into
     `save_dir/averaged.pt` (the first's other state kept, as fairseq's own averaging
@@ -247,7 +233,12 @@ def average(save_dir):
     """
     import torch
 
-    paths = epoch_checkpoints(save_dir)[-AVERAGED_CHECKPOINTS:]
+    found = []
+    for path in glob.glob(os.path.join(save_dir, "checkpoint*.pt")):
+        match = _EPOCH_CHECKPOINT.search(os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    paths = [path for _, path in sorted(found)][-AVERAGED_CHECKPOINTS:]
     if not paths:
         raise FileNotFoundError(f"{save_dir} holds no epoch checkpoint (checkpointN.pt).")
     first, totals = None, {}

@@ -17,7 +17,7 @@ fairseq's other defaults unless the flags say otherwise):
   fairseq sorts them (order restored), per --in_process_dtypes; batch 1 over the first
   --latency_sentences (float32);
 * `saved_model`: `pipelines.export` with default speed flags, then a fresh process
-  (`benchmarks.translate_speed`'s export process): load time, batch 1 over the first --latency_sentences
+  (`benchmarks.translate_speed`'s): load time, batch 1 over the first --latency_sentences
   (first request included), the same again (warm), and batches of --batch_size over the
   split, first pass counted;
 * `whole_process`: wall time of `python -m pipelines.translate --model_dir=RUN` against

@@ -228,66 +228,32 @@ def write_data(prepared, work_dir, limit=None, splits=("train",)):
 
 
 # The report of benchmarks.compare.fairseq.
-RATE, TIME = "rate", "time"  # higher is better / lower is better
-# (label, this project's measurement, fairseq's, kind); {batch}, {latency} and
-# {sentences} are filled in. fairseq's batch rows are fairseq-generate's own timer, its
+# (label, this project's measurement, fairseq's); {batch}, {latency} and {sentences} are
+# filled in. A measurement ending in _ms or _seconds is a time (lower is better), any
+# other a rate. fairseq's batch rows are fairseq-generate's own timer, its
 # whole-process rows fairseq-interactive's wall time.
+# fmt: off
 _ROWS = (
-    (
-        "in-process float32, batch {batch}, sentences/s (fairseq-generate)",
-        "in_process_float32_batch_sentences_per_sec",
-        "fairseq_batch_sentences_per_sec",
-        RATE,
-    ),
-    (
-        "in-process bfloat16, batch {batch}, sentences/s (fairseq-generate, float32)",
-        "in_process_bfloat16_batch_sentences_per_sec",
-        "fairseq_batch_sentences_per_sec",
-        RATE,
-    ),
-    (
-        "in-process, batch 1, ms/sentence, first {latency} (fairseq-generate)",
-        "in_process_float32_batch1_ms",
-        "fairseq_batch1_ms",
-        TIME,
-    ),
-    (
-        "fresh SavedModel, batch 1, mean of the first {latency} requests, ms",
-        "saved_model_batch1_mean_ms",
-        "fairseq_batch1_ms",
-        TIME,
-    ),
-    (
-        "fresh SavedModel, the same {latency} again (warm), ms",
-        "saved_model_batch1_warm_mean_ms",
-        "fairseq_batch1_ms",
-        TIME,
-    ),
-    (
-        "fresh SavedModel, batch {batch}, first pass, sentences/s",
-        "saved_model_batch_sentences_per_sec",
-        "fairseq_batch_sentences_per_sec",
-        RATE,
-    ),
-    (
-        "whole process, {sentences} lines, s (translate vs fairseq-interactive)",
-        "translate_all_seconds",
-        "interactive_all_seconds",
-        TIME,
-    ),
-    (
-        "whole process, one sentence, s",
-        "translate_one_seconds",
-        "interactive_one_seconds",
-        TIME,
-    ),
-    (
-        "importing the command-line module, s",
-        "import_translate_seconds",
-        "import_interactive_seconds",
-        TIME,
-    ),
+    ("in-process float32, batch {batch}, sentences/s (fairseq-generate)",
+     "in_process_float32_batch_sentences_per_sec", "fairseq_batch_sentences_per_sec"),
+    ("in-process bfloat16, batch {batch}, sentences/s (fairseq-generate, float32)",
+     "in_process_bfloat16_batch_sentences_per_sec", "fairseq_batch_sentences_per_sec"),
+    ("in-process, batch 1, ms/sentence, first {latency} (fairseq-generate)",
+     "in_process_float32_batch1_ms", "fairseq_batch1_ms"),
+    ("fresh SavedModel, batch 1, mean of the first {latency} requests, ms",
+     "saved_model_batch1_mean_ms", "fairseq_batch1_ms"),
+    ("fresh SavedModel, the same {latency} again (warm), ms",
+     "saved_model_batch1_warm_mean_ms", "fairseq_batch1_ms"),
+    ("fresh SavedModel, batch {batch}, first pass, sentences/s",
+     "saved_model_batch_sentences_per_sec", "fairseq_batch_sentences_per_sec"),
+    ("whole process, {sentences} lines, s (translate vs fairseq-interactive)",
+     "translate_all_seconds", "interactive_all_seconds"),
+    ("whole process, one sentence, s",
+     "translate_one_seconds", "interactive_one_seconds"),
+    ("importing the command-line module, s",
+     "import_translate_seconds", "import_interactive_seconds"),
 )
+# fmt: on
 # Translations compared for identity: (fairseq's or the reference, this project's).
 _AGREEMENT = (
     ("fairseq-generate", "in-process float32"),
@@ -302,7 +268,7 @@ def header(model_dir, export, comparison):
 
     search = comparison.search_config
     lines = [
-        f"compare_fairseq: {model_dir} as fairseq {export.architecture} "
+        f"benchmarks.compare.fairseq: {model_dir} as fairseq {export.architecture} "
         f"({export.checkpoint_path}); {len(comparison.sources)} sentences, beam "
         f"{search.beam_size}, maximum length {search.max_len_a} * source + {search.max_len_b}",
         f"CPU: {cpu_description()}; PyTorch threads: {torch.get_num_threads()}",
@@ -321,9 +287,9 @@ def header(model_dir, export, comparison):
     return "\n".join(lines)
 
 
-def _ratio(ours, theirs, kind):
+def _ratio(ours, theirs, key):
     """> 1 when this project is faster."""
-    return theirs / ours if kind == TIME else ours / theirs
+    return theirs / ours if key.endswith(("_ms", "_seconds")) else ours / theirs
 
 
 def _rows(comparison):
@@ -334,9 +300,9 @@ def _rows(comparison):
         "latency": results["latency_sentences"],
         "sentences": results["sentences"],
     }
-    for label, ours, theirs, kind in _ROWS:
+    for label, ours, theirs in _ROWS:
         if ours in results and theirs in results:
-            ratio = _ratio(results[ours], results[theirs], kind)
+            ratio = _ratio(results[ours], results[theirs], ours)
             yield label.format(**values), results[ours], results[theirs], ratio, ours
 
 
