@@ -46,7 +46,7 @@ EXTRAS_REQUIRE = {
     # --no-build-isolation: fairseq-fixed (the 0.12 line that installs on Python 3.11)
     # compiles extensions against the installed torch and needs Cython to build.
     "parity": ["torch==2.13.0", "fairseq-fixed>=0.12.3,<0.13"],
-    # benchmarks.compare_ctranslate2: a fairseq Transformer served by CTranslate2 (install
+    # benchmarks.compare.ctranslate2: a fairseq Transformer served by CTranslate2 (install
     # as the parity extra: torch first, then this with --no-build-isolation).
     "benchmark": ["torch==2.13.0", "fairseq-fixed>=0.12.3,<0.13", "ctranslate2>=4.8,<5"],
 }

@@ -3,7 +3,7 @@
 oneDNN, which runs the training step's products, computes bfloat16 with the CPU's
 bfloat16 dot-product instructions (`avx512_bf16`, or AMX's `amx_bf16`). Without them it
 converts to float32 and back around every product: on an AMD EPYC limited to AVX-512
-without them (`ONEDNN_MAX_CPU_ISA=AVX512_CORE`), `benchmarks.train_profile` measured
+without them (`ONEDNN_MAX_CPU_ISA=AVX512_CORE`), `benchmarks.train_speed` measured
 bfloat16 training 4 times slower than with them, and slower than float32
 (docs/performance.md).
 """
