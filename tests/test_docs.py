@@ -4,7 +4,7 @@ Every fenced `bash` or `python` block carries a marker on the line before its fe
 (docs/extending.md): `<!-- runnable -->`, `<!-- runnable: background -->` (a server,
 started and awaited until it prints a line, stopped after the page),
 `<!-- tested-by: tests/PATH.py -->` (run, with smaller flags, by that test module, which
-must name every `python -m MODULE` of the block) or `<!-- not-runnable: REASON -->`.
+must name or import every `python -m MODULE` of the block) or `<!-- not-runnable: REASON -->`.
 The runnable blocks run verbatim, page by page, in a scratch directory laid out like the
 repository, where `configs/*.cfg` are tiny versions of the real ones (a small local
 corpus, a tiny model, a few training steps), so that a command stays the text a user
@@ -137,9 +137,20 @@ def test_tested_by_blocks_name_test_modules_that_run_their_commands():
         if not modules:
             problems.append(f"{block}: tested-by, but the block runs no `python -m MODULE`")
         for module in modules:
-            if f'"{module}"' not in source:
+            if not _names_module(source, module):
                 problems.append(f"{block}: {block.reason} does not run {module}")
     assert not problems, "\n".join(problems)
+
+
+def _names_module(source, module):
+    """Whether a test module's `source` runs `module`: names it as a string (a subprocess)
+    or imports it (in process)."""
+    package, _, name = module.rpartition(".")
+    imported = (
+        rf"^\s*(from {re.escape(package)} import [^\n]*\b{name}\b"
+        rf"|import {re.escape(module)}\b)"
+    )
+    return f'"{module}"' in source or re.search(imported, source, re.MULTILINE) is not None
 
 
 def test_markers_precede_fences():
