@@ -59,7 +59,7 @@ class SearchConfig:
     xla: bool = False
     int8_weights: bool = False
     # Two: the cores of the smallest machine this serves on; more cores want more parts
-    # (docs/performance.md, "One request, one search per core").
+    # (docs/performance.md, "Several cores").
     parts: int = 2
 
     def validate(self, model_max_length: int | None = None) -> SearchConfig:

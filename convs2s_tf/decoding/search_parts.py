@@ -5,8 +5,8 @@ intra-op threads), a step mostly waits for them to synchronise; given one core e
 (one intra-op thread: `search_one_batch_per_core`, or TF Serving's
 `--tensorflow_intra_op_parallelism=1`), several independent searches keep every core
 busy, and the executor runs the parts' loops at once since none needs another's output.
-So a lone request of many sentences uses the whole machine (docs/performance.md, "One
-request, one search per core").
+So a lone request of many sentences uses the whole machine (docs/performance.md,
+"Several cores").
 
 A sentence's search does not depend on the rows searched with it (`beam_search`), so
 the parts give the same translations as the whole batch.

@@ -104,7 +104,7 @@ def search_one_batch_per_core() -> int:
 
     A search step is a chain of small operations: spread over several cores, one batch
     mostly waits for them to synchronise, so one core per batch gets more done
-    (docs/performance.md, "A file's batches, one per core"). The threads can only be
+    (docs/performance.md, "Several cores"). The threads can only be
     set before TensorFlow first runs; after that the process keeps its threads and
     `IN_FLIGHT_BATCHES` are searched at once.
     """
