@@ -34,6 +34,8 @@ EXTRAS_REQUIRE = {
         # stubs of the one dependency that ships its types separately.
         "mypy>=2.4,<3",
         "types-grpcio",
+        # The library's layering (`lint-imports`, contracts in pyproject.toml).
+        "import-linter>=2.1,<3",
         # benchmarks.data_scale samples the memory of a process tree (tested in the suite).
         "psutil>=5.9",
     ],

@@ -1,6 +1,7 @@
 """Attention heatmaps with source and target tokens on the axes (paper, appendix)."""
 
 import io
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -9,7 +10,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def attention_heatmap_png(weights, source_tokens, target_tokens, title=None):
+def attention_heatmap_png(
+    weights: np.ndarray | Sequence[Sequence[float]],
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    title: str | None = None,
+) -> bytes:
     """Renders `weights` (`[target, source]`) as a PNG, tokens readable on the axes.
 
     Args:

@@ -18,6 +18,9 @@ python3 -m flake8 convs2s_tf pipelines tests benchmarks
 python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
 python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
 python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
+lint-imports  # the library's layering and no import cycle (contracts in pyproject.toml)
+# The library's docstring examples (their option flags in pyproject.toml).
+python3 -m pytest -q --doctest-modules convs2s_tf
 # The fast tests by default; `--all` adds those marked `slow` (pipelines, benchmarks and
 # every docs page's commands run end to end in fresh processes), as CI runs them.
 SELECT=(-m "not slow")

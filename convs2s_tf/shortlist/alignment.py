@@ -62,14 +62,16 @@ class TranslationTable:
         return order[:n].astype(np.int32)
 
 
-def _links(pairs, null_id):
+def _links(
+    pairs: Iterable[tuple[Sequence[int], Sequence[int]]], null_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The flat link arrays of `pairs`: per link its source id, target id and target
     position (a running index over every target token of every pair)."""
     sources, targets, positions = [], [], []
     position = 0
-    for source, target in pairs:
-        source = np.append(np.asarray(source, np.int64), null_id)
-        target = np.asarray(target, np.int64)
+    for pair_source, pair_target in pairs:
+        source = np.append(np.asarray(pair_source, np.int64), null_id)
+        target = np.asarray(pair_target, np.int64)
         if not len(target):
             continue
         sources.append(np.tile(source, len(target)))

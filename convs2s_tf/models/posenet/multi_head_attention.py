@@ -162,7 +162,15 @@ class MultiHeadAttention(keras.layers.Layer):
         shape = tf.shape(x)
         return tf.reshape(x, [shape[0], shape[1], self.num_heads, self.width // self.num_heads])
 
-    def _attend(self, queries, keys, values, bias, training, return_weights):
+    def _attend(
+        self,
+        queries: tf.Tensor,
+        keys: tf.Tensor,
+        values: tf.Tensor,
+        bias: tf.Tensor,
+        training: bool,
+        return_weights: bool,
+    ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         scale = (self.width // self.num_heads) ** -0.5
         logits = tf.einsum("bqhd,bkhd->bhqk", queries * tf.cast(scale, queries.dtype), keys)
         weights = tf.nn.softmax(tf.cast(logits, tf.float32) + tf.cast(bias, tf.float32))
