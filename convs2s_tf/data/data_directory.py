@@ -68,7 +68,7 @@ class PreparedData:
         """Returns `split`'s lengths index (its shards and their pairs' lengths).
 
         Raises:
-            FileNotFoundError: the directory predates shards; `prepare_data` upgrades it.
+            FileNotFoundError: the split's lengths index is missing (not prepared).
         """
         self._check_split(split)
         return LengthIndex.load(os.path.join(self.data_dir, index_file_name(split)))
@@ -107,19 +107,15 @@ def read_summary(data_dir: str) -> dict[str, Any]:
         return json.load(file)
 
 
-def outputs_exist(
-    data_dir: str, splits: list[str], source_lang: str, target_lang: str, shards: bool = True
-) -> bool:
-    """Returns whether `data_dir` holds the summary, the BPE model, every split's text and
-    (if `shards`) every split's lengths index and the shards it lists."""
+def outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lang: str) -> bool:
+    """Returns whether `data_dir` holds the summary, the BPE model, every split's text,
+    every split's lengths index and the shards it lists."""
     paths = [os.path.join(data_dir, name) for name in (SUMMARY_FILE,)]
     paths += [os.path.join(data_dir, SENTENCEPIECE_PREFIX + ext) for ext in (".model", ".vocab")]
     for split in splits:
         paths += split_paths(data_dir, split, source_lang, target_lang)
     if not all(os.path.isfile(path) for path in paths):
         return False
-    if not shards:
-        return True
     for split in splits:
         try:
             files = LengthIndex.load(os.path.join(data_dir, index_file_name(split))).files

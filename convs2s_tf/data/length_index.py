@@ -74,12 +74,12 @@ class LengthIndex:
         """Reads an index written by `save`.
 
         Raises:
-            FileNotFoundError: `path` does not exist (the split was not prepared as shards).
+            FileNotFoundError: `path` does not exist (the split was not prepared).
         """
         if not os.path.isfile(path):
             raise FileNotFoundError(
                 f"{path} not found: the data directory has no shards of this split; run "
-                "`prepare_data` on it (it writes them, keeping the BPE model and text)."
+                "`prepare_data` on it."
             )
         with np.load(path, allow_pickle=False) as arrays:
             return cls(

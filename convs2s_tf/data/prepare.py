@@ -26,7 +26,6 @@ from convs2s_tf.data.data_directory import (
     TFDS_SUBDIR,
     PreparedData,
     outputs_exist,
-    read_summary,
     split_paths,
     write_split,
     write_summary,
@@ -34,7 +33,6 @@ from convs2s_tf.data.data_directory import (
 from convs2s_tf.data.fingerprint import (
     compute_fingerprint,
     read_fingerprint,
-    read_identity,
     write_fingerprint,
 )
 from convs2s_tf.data.length_index import index_file_name
@@ -192,65 +190,19 @@ def _prepare(
     """Writes the whole data directory (see `prepare_data`); returns the summary."""
     fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
     splits = list(source.splits)
-    upgrade = _upgradable_summary(config, identity, fingerprint_path, splits)
     # From here on the directory is in flux: drop the fingerprint so that an interrupted
     # run is redone next time instead of being taken as complete.
     if os.path.exists(fingerprint_path):
         os.remove(fingerprint_path)
-    if upgrade is not None:
-        logging.warning(
-            "%s was prepared by an earlier version (text only): writing its tokenised shards, "
-            "keeping its text and BPE model.",
-            config.data_dir,
-        )
-        split_summaries = {split: dict(upgrade["splits"][split]) for split in splits}
-        model_path = os.path.join(config.data_dir, SENTENCEPIECE_PREFIX + ".model")
-        processor = spm.SentencePieceProcessor(model_file=model_path)
-    else:
-        source.check()
-        split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
-        processor = _train_bpe(config, split_summaries["train"]["pairs_kept"])
+    source.check()
+    split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
+    processor = _train_bpe(config, split_summaries["train"]["pairs_kept"])
     for split, split_summary in split_summaries.items():
         split_summary.update(_write_split_shards(config, split, split_summary["pairs_kept"]))
     summary = _summary(config, fingerprint, processor, split_summaries)
     write_summary(config.data_dir, summary)
     # Last, so that a directory with a fingerprint is a complete one.
     write_fingerprint(fingerprint_path, fingerprint, identity)
-    return summary
-
-
-def _upgradable_summary(
-    config: PrepareConfig, identity: dict[str, Any], fingerprint_path: str, splits: list[str]
-) -> dict[str, Any] | None:
-    """Returns the summary of a text-only (format 1) directory made from the same corpus
-    and options, whose text and BPE model can be kept; else None."""
-    old = read_identity(fingerprint_path)
-    if not old or old.get("format_version") != 1 or old.get("splits") != splits:
-        return None
-    if old.get("inputs") != identity["inputs"]:
-        return None
-    if old.get("sentencepiece_version") != identity["sentencepiece_version"]:
-        return None
-    ignored = ("bpe_max_sentences", "seed", "num_shards")
-    old_options = {k: v for k, v in old.get("options", {}).items() if k not in ignored}
-    new_options = {k: v for k, v in identity["options"].items() if k not in ignored}
-    if old_options != new_options:
-        return None
-    try:
-        summary = read_summary(config.data_dir)
-    except (OSError, ValueError):
-        return None
-    # The old BPE model was trained on all the text: the new options must agree.
-    train_sentences = 2 * summary["splits"]["train"]["pairs_kept"]
-    old_sample = old["options"].get("bpe_max_sentences", 0)
-    if _bpe_sample(config, train_sentences // 2) != (
-        old_sample if old_sample < train_sentences else 0
-    ):
-        return None
-    if not outputs_exist(
-        config.data_dir, splits, config.source_lang, config.target_lang, shards=False
-    ):
-        return None
     return summary
 
 
