@@ -15,7 +15,7 @@ from convs2s_tf.export.translation_module import (
     TRANSLATE_SIGNATURE,
 )
 from convs2s_tf.inference import load_inference_model
-from convs2s_tf.layers.frozen_kernels import foldable_layers
+from convs2s_tf.layers.folded_kernels import foldable_layers
 
 # End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
 pytestmark = pytest.mark.slow

@@ -28,7 +28,7 @@ from convs2s_tf.inference import (
     load_inference_model,
     open_saved_model,
 )
-from convs2s_tf.layers.frozen_kernels import foldable_layers
+from convs2s_tf.layers.folded_kernels import foldable_layers
 from convs2s_tf.runs import load_trained_model
 
 # End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.

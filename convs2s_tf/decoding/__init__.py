@@ -10,11 +10,18 @@ from convs2s_tf.decoding.beam_search import (
     top_k_with_special_bias,
 )
 from convs2s_tf.decoding.ensemble import Ensemble, combine_log_probs
+from convs2s_tf.decoding.inference_model import (
+    InferenceDecoder,
+    InferenceModel,
+    make_inference_model,
+)
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.search_parts import search_in_parts
 
 __all__ = [
     "Ensemble",
+    "InferenceDecoder",
+    "InferenceModel",
     "MIN_LENGTH_ERROR",
     "SearchConfig",
     "SearchOutput",
@@ -22,6 +29,7 @@ __all__ = [
     "beam_search",
     "best_hypothesis_function",
     "combine_log_probs",
+    "make_inference_model",
     "max_output_lengths",
     "search_in_parts",
     "top_k_with_special_bias",

@@ -21,7 +21,7 @@ computed per sentence, so a sentence's result does not depend on the other sente
 its batch.
 
 What keeps a step cheap: weight-normalised kernels are computed once per search
-(`frozen_kernels`), not once per step; the encoder output is kept once per sentence
+(`make_inference_model`), not once per step; the encoder output is kept once per sentence
 (attention runs on the hypotheses grouped by sentence) instead of once per hypothesis;
 sentences are dropped from the batch as soon as they are done, as in the authors'
 implementation, so later steps only pay for the sentences still being searched; and
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.beam_state import initial_beam_state, shape_invariants
+from convs2s_tf.decoding.beam_state import SearchOutput, initial_beam_state, shape_invariants
 from convs2s_tf.decoding.candidates import top_k_with_special_bias
+from convs2s_tf.decoding.inference_model import InferenceModel, make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
-from convs2s_tf.decoding.search_output import SearchOutput
 from convs2s_tf.decoding.search_parts import search_in_parts
 from convs2s_tf.decoding.search_step import (
     drop_finished_sentences,
@@ -47,7 +47,7 @@ from convs2s_tf.decoding.search_step import (
     search_step_function,
 )
 from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
-from convs2s_tf.layers import fold_kernels, frozen_kernels
+from convs2s_tf.layers.folded_kernels import KernelValue
 from convs2s_tf.vocabulary import PAD_ID
 
 if TYPE_CHECKING:
@@ -103,18 +103,19 @@ XLA_SOURCE_MULTIPLE = 16
 
 
 def beam_search(
-    model: ConvS2S | Ensemble,
+    model: ConvS2S | Ensemble | InferenceModel,
     source: tf.Tensor,
     search_config: SearchConfig | None = None,
     *,
     return_attention: bool = False,
-    kernels: Sequence[tf.Tensor | tf.Variable] | None = None,
+    kernels: Sequence[KernelValue] | None = None,
     shortlist: ShortlistTable | None = None,
 ) -> SearchOutput:
     """Translates `source` with beam search (greedy when `search_config.beam_size == 1`).
 
     Args:
-        model: A `ConvS2S`.
+        model: An `InferenceModel` (`make_inference_model`), or a `ConvS2S` or
+            `Ensemble`, whose kernels are then folded here, once for the search.
         source: `[batch, source]` int32 token ids ending in `</s>`, padded with `<pad>`.
         search_config: The `SearchConfig` (default: its defaults): beam size, `nbest`,
             length limits (a maximum output length `max_len_a * source_length +
@@ -127,8 +128,9 @@ def beam_search(
             rather than at every step. With `parts > 1` (and no shortlist) the batch's
             rows are searched as that many searches side by side (`search_in_parts`).
         return_attention: Also return each hypothesis' attention.
-        kernels: The model's weight-normalised kernels from `fold_kernels`, when the
-            caller keeps them (otherwise they are computed once per call).
+        kernels: The model's folded kernels (`fold_kernels`, or `Int8Kernel`s of them)
+            when the caller keeps them, for a model that is not an `InferenceModel`
+            (otherwise they are computed once per call).
         shortlist: A `ShortlistTable`: the batch is decoded against its candidate set
             (the log-softmax normalises over that set); None: the whole vocabulary.
 
@@ -146,14 +148,12 @@ def beam_search(
     TensorShape([1, 2])
     """
     config = SearchConfig() if search_config is None else search_config
+    # Folded once for the whole search (all its parts), outside the loop.
+    model = make_inference_model(model, kernels)
     if config.parts > 1 and shortlist is None:
         whole = config.replace(parts=1)
-        # Folded once for all the parts, not once per part.
-        folded = fold_kernels(model) if kernels is None else kernels
         return search_in_parts(
-            lambda rows: beam_search(
-                model, rows, whole, return_attention=return_attention, kernels=folded
-            ),
+            lambda rows: beam_search(model, rows, whole, return_attention=return_attention),
             tf.convert_to_tensor(source, tf.int32),
             config.parts,
         )
@@ -169,20 +169,19 @@ def beam_search(
         return_attention=return_attention,
         xla=xla,
     )
-    with frozen_kernels(model, kernels):
-        source = tf.convert_to_tensor(source, tf.int32)
-        max_lengths = checked_max_lengths(
-            model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
-        )
-        # Steps 0..max_length: the last may only end a hypothesis.
-        max_steps = tf.reduce_max(max_lengths) + 1
-        state = _initial_state(model, constants, source, max_lengths, max_steps)
-        # A compiled step compiles once per number of columns: rounded to few shapes.
-        vocabulary = output_vocabulary(
-            model.decoder, shortlist, source, constants, multiple=256 if xla else None
-        )
-        state = search_loop(model.decoder, constants, state, max_steps, vocabulary=vocabulary)
-        return n_best(state, nbest, tf.shape(source)[1], return_attention)
+    source = tf.convert_to_tensor(source, tf.int32)
+    max_lengths = checked_max_lengths(
+        model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
+    )
+    # Steps 0..max_length: the last may only end a hypothesis.
+    max_steps = tf.reduce_max(max_lengths) + 1
+    state = _initial_state(model, constants, source, max_lengths, max_steps)
+    # A compiled step compiles once per number of columns: rounded to few shapes.
+    vocabulary = output_vocabulary(
+        model.decoder, shortlist, source, constants, multiple=256 if xla else None
+    )
+    state = search_loop(model.decoder, constants, state, max_steps, vocabulary=vocabulary)
+    return n_best(state, nbest, tf.shape(source)[1], return_attention)
 
 
 def checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):

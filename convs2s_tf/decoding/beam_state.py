@@ -1,11 +1,33 @@
-"""The state of a beam search between two steps: the `tf.while_loop` variables."""
+"""The state of a beam search between two steps (the `tf.while_loop` variables), and
+what the search returns of it (`SearchOutput`)."""
+
+from __future__ import annotations
 
 import collections
+from typing import NamedTuple
 
 import tensorflow as tf
 
 from convs2s_tf.decoding.step_constants import NEG_INF
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
+
+
+class SearchOutput(NamedTuple):
+    """What a beam search returns: the n-best hypotheses of every sentence, best first.
+
+    Fields:
+        tokens: `[batch, nbest, time]` int32, each ending in `</s>` then `<pad>`.
+        scores: `[batch, nbest]` float32, `sum log p / length ** alpha`.
+        lengths: `[batch, nbest]` int32, tokens including `</s>`.
+        attention: `[batch, nbest, time, source]` float32 attention averaged over the
+            decoder's attention blocks, or None when not requested.
+    """
+
+    tokens: tf.Tensor
+    scores: tf.Tensor
+    lengths: tf.Tensor
+    attention: tf.Tensor | None
+
 
 FinishedHypotheses = collections.namedtuple("FinishedHypotheses", ["tokens", "scores", "lengths"])
 FinishedHypotheses.__doc__ = """Each sentence's `k` slots for finished hypotheses.

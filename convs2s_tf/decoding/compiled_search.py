@@ -26,9 +26,9 @@ from convs2s_tf.decoding.beam_search import (
     search_loop,
 )
 from convs2s_tf.decoding.beam_state import initial_beam_state
+from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
-from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.layers.int8_kernel import graph_mode_kernels
 
 __all__ = [
@@ -53,7 +53,7 @@ class SearchBuckets:
 
     # Up to 8: compiled, a batch of 8 searches 1.13-1.14 times as fast as in graph mode,
     # one of 16 1.07 times, one of 32 0.87 times; each bucket costs a compilation at load
-    # (docs/performance.md, "A batched step at fixed rows").
+    # (docs/performance.md, "Translation speed").
     batch_sizes: tuple = (1, 2, 4, 8)
     source_length: int = 64
 
@@ -116,7 +116,8 @@ class BucketedSearch:
         buckets: The `SearchBuckets`.
         kernels: The model's folded kernels (`fold_kernels`), kept by the caller, or
             `Int8Kernel`s of them: the compiled searches multiply int8 by int8, the
-            graph path the same integers in float32 (`graph_mode_kernels`).
+            graph path the same integers in float32 (`graph_mode_kernels`). Each
+            search makes its `InferenceModel` of them where it is traced.
         shortlist: A `ShortlistTable` every batch is decoded against, or None. A bucket
             pads its set to the most ids its sources could bring (`capacity`), so the
             compiled shapes stay fixed.
@@ -166,10 +167,9 @@ class BucketedSearch:
 
     def _graph(self, source, nbest):
         return beam_search(
-            self.model,
+            make_inference_model(self.model, graph_mode_kernels(self.kernels)),
             source,
             self.search_config.replace(nbest=nbest),
-            kernels=graph_mode_kernels(self.kernels),
             shortlist=self.shortlist,
         )
 
@@ -177,11 +177,11 @@ class BucketedSearch:
         """`(encoder_output, max_lengths)` of `source` as a bucket's search starts from
         them, before the padding: in graph mode, on the batch as it is."""
         config = self.search_config
-        with frozen_kernels(self.model, graph_mode_kernels(self.kernels)):
-            max_lengths = checked_max_lengths(
-                self.model.decoder, source, config.max_len_a, config.max_len_b, config.min_length
-            )
-            return self.model.encode(source, training=False), max_lengths
+        inference = make_inference_model(self.model, graph_mode_kernels(self.kernels))
+        max_lengths = checked_max_lengths(
+            inference.decoder, source, config.max_len_a, config.max_len_b, config.min_length
+        )
+        return inference.encode(source, training=False), max_lengths
 
     def _bucketed(self, source, nbest):
         batch = tf.shape(source)[0]
@@ -191,11 +191,11 @@ class BucketedSearch:
             def run():
                 vocabulary = None
                 if self.shortlist is not None:
-                    with frozen_kernels(self.model, self.kernels):
-                        capacity = self.shortlist.capacity(rows, self.buckets.source_length)
-                        vocabulary = output_vocabulary(
-                            self.model.decoder, self.shortlist, source, self.constants, capacity
-                        )
+                    inference = make_inference_model(self.model, self.kernels)
+                    capacity = self.shortlist.capacity(rows, self.buckets.source_length)
+                    vocabulary = output_vocabulary(
+                        inference.decoder, self.shortlist, source, self.constants, capacity
+                    )
                 padded = tf.nest.map_structure(
                     lambda t: pad_rows_and_positions(t, rows, self.buckets.source_length),
                     encoder_output,
@@ -215,28 +215,22 @@ class BucketedSearch:
         """The search of one bucket (the XLA computation): its finished hypotheses."""
         constants = self.constants
         rows = max_lengths.shape[0]
-        with frozen_kernels(self.model, self.kernels):
-            state = initial_beam_state(
-                constants.beam_size,
-                encoder_output=encoder_output,
-                max_lengths=max_lengths,
-                cache=self.model.decoder.initial_state(
-                    rows * constants.beam_size, max_steps=self.history_width
-                ),
-                width=self.history_width,
-                source_length=self.buckets.source_length,
-            )
-            # Padded rows start done: the loop never waits for them.
-            state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
-            max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
-            state = search_loop(
-                self.model.decoder,
-                constants,
-                state,
-                max_steps,
-                compile_step=False,
-                vocabulary=vocabulary,
-            )
+        # Made inside the XLA computation: the kernels are its tensors.
+        decoder = make_inference_model(self.model, self.kernels).decoder
+        state = initial_beam_state(
+            constants.beam_size,
+            encoder_output=encoder_output,
+            max_lengths=max_lengths,
+            cache=decoder.initial_state(rows * constants.beam_size, max_steps=self.history_width),
+            width=self.history_width,
+            source_length=self.buckets.source_length,
+        )
+        # Padded rows start done: the loop never waits for them.
+        state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
+        max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
+        state = search_loop(
+            decoder, constants, state, max_steps, compile_step=False, vocabulary=vocabulary
+        )
         return state.finished
 
     def warmup_batch_sizes(self):

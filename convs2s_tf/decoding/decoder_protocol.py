@@ -19,6 +19,11 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
 - `decoder.select_outputs(ids, valid)` (for shortlists) returns an `output_subset` that
   makes `step` score only those target ids' columns
   (`convs2s_tf.models.output_subset.OutputSubset` for the shipped families).
+- A model with layers to fold for inference (`folds_kernel`, see
+  `convs2s_tf.layers.folded_kernels`) also takes `kernels=`, the `FoldedKernels` the
+  search made once (`make_inference_model`), in `encode`, `decoder.step` and
+  `decoder.select_outputs`, and computes with them; a model with none is never passed
+  it.
 
 `tests/helpers/decoder_contract.py` checks a family against this contract: stepping
 equals the parallel pass at every position, and reordering the state reorders the

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 if TYPE_CHECKING:
+    from convs2s_tf.layers import FoldedKernels
     from convs2s_tf.models import ConvS2S
     from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 
@@ -70,12 +71,21 @@ class _EnsembleDecoder:
         """A tuple of the members' initial incremental states."""
         return tuple(decoder.initial_state(batch_size, max_steps) for decoder in self._decoders)
 
-    def select_outputs(self, ids, valid):
+    def select_outputs(self, ids, valid, kernels=None):
         """A tuple of the members' `OutputSubset`s of target `ids` (a shortlist)."""
-        return tuple(decoder.select_outputs(ids, valid) for decoder in self._decoders)
+        return tuple(
+            decoder.select_outputs(ids, valid, kernels=kernels) for decoder in self._decoders
+        )
 
     def step(
-        self, tokens, step, incremental_state, encoder_output, beam_size=1, output_subset=None
+        self,
+        tokens,
+        step,
+        incremental_state,
+        encoder_output,
+        beam_size=1,
+        output_subset=None,
+        kernels=None,
     ):
         """One position for every hypothesis from every member.
 
@@ -87,6 +97,7 @@ class _EnsembleDecoder:
             encoder_output: The tuple of member `EncoderOutput`s (`Ensemble.encode`).
             beam_size: Hypotheses per sentence.
             output_subset: The tuple from `select_outputs`, or None (whole vocabulary).
+            kernels: Optional `FoldedKernels` of the members' layers.
 
         Returns:
             `(log_probs, attention, incremental_state)`: the combined `[batch, vocab]`
@@ -99,7 +110,13 @@ class _EnsembleDecoder:
             self._decoders, incremental_state, encoder_output, subsets
         ):
             member_logits, member_attention, state = decoder.step(
-                tokens, step, state, encoded, beam_size=beam_size, output_subset=subset
+                tokens,
+                step,
+                state,
+                encoded,
+                beam_size=beam_size,
+                output_subset=subset,
+                kernels=kernels,
             )
             logits.append(member_logits)
             attention.append(member_attention)
@@ -113,7 +130,7 @@ class Ensemble(keras.layers.Layer):
 
     `beam_search(Ensemble([a, b]), source)` translates as fairseq's `--path a.pt:b.pt`
     does. The members' variables are the ensemble's (a SavedModel of it holds them all),
-    and `frozen_kernels(ensemble)` folds every member's kernels.
+    and `make_inference_model(ensemble)` folds every member's kernels.
 
     Args:
         members: One or more built `ConvS2S` models with the same source and target
@@ -165,9 +182,14 @@ class Ensemble(keras.layers.Layer):
         """The decoder interface `beam_search` steps (see `_EnsembleDecoder.step`)."""
         return _EnsembleDecoder(self.members)
 
-    def encode(self, source: tf.Tensor, training: bool = False) -> tuple[EncoderOutput, ...]:
-        """A tuple of every member's `EncoderOutput` of `source`."""
-        return tuple(member.encode(source, training=training) for member in self.members)
+    def encode(
+        self, source: tf.Tensor, training: bool = False, kernels: FoldedKernels | None = None
+    ) -> tuple[EncoderOutput, ...]:
+        """A tuple of every member's `EncoderOutput` of `source` (with `kernels`, the
+        members' `FoldedKernels`, if given)."""
+        return tuple(
+            member.encode(source, training=training, kernels=kernels) for member in self.members
+        )
 
 
 def _vocabulary_sizes(model):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.search_output import SearchOutput
+from convs2s_tf.decoding.beam_state import SearchOutput
 from convs2s_tf.vocabulary import PAD_ID
 
 __all__ = ["search_in_parts"]

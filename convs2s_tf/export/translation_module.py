@@ -11,8 +11,9 @@ import tensorflow as tf
 from convs2s_tf.decoding import Ensemble, SearchConfig, beam_search
 from convs2s_tf.decoding.beam_search import SearchOutput
 from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
+from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.layers import fold_kernels
-from convs2s_tf.layers.frozen_kernels import foldable_layers
+from convs2s_tf.layers.folded_kernels import foldable_layers
 from convs2s_tf.layers.int8_kernel import Int8Kernel, graph_mode_kernels
 from convs2s_tf.shortlist.shortlist import Shortlist, ShortlistTable
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
@@ -136,12 +137,14 @@ class TranslationModule(tf.Module):
     ) -> SearchOutput:
         if self._bucketed_search is not None and not return_attention:
             return self._bucketed_search(source, nbest)
+        # The folded variables, read once for the trace (int8 values as float32 in
+        # graph mode).
+        inference = make_inference_model(self.model, graph_mode_kernels(self.folded_kernels))
         return beam_search(
-            self.model,
+            inference,
             source,
             self.search_config.replace(nbest=nbest),
             return_attention=return_attention,
-            kernels=graph_mode_kernels(self.folded_kernels),
             shortlist=self.shortlist,
         )
 

@@ -2,7 +2,7 @@
 attention, dropout and gradient scaling. A family's own layers live in its folder
 (PoseNet's in `convs2s_tf.models.posenet`)."""
 
-from convs2s_tf.layers.frozen_kernels import fold_kernels, frozen_kernels, weight_norm_layers
+from convs2s_tf.layers.folded_kernels import FoldedKernels, fold_kernels, weight_norm_layers
 from convs2s_tf.layers.glu import GLU
 from convs2s_tf.layers.gradient_scale import GradientScale, scale_gradient
 from convs2s_tf.layers.int8_kernel import Int8Kernel
@@ -14,6 +14,7 @@ from convs2s_tf.layers.weight_norm_conv1d import WeightNormConv1D
 from convs2s_tf.layers.weight_norm_dense import WeightNormDense
 
 __all__ = [
+    "FoldedKernels",
     "GLU",
     "GradientScale",
     "Int8Kernel",
@@ -24,7 +25,6 @@ __all__ = [
     "WeightNormConv1D",
     "WeightNormDense",
     "fold_kernels",
-    "frozen_kernels",
     "scale_gradient",
     "weight_norm_layers",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.layers.weight_norm_dense import WeightNormDense
 
 
@@ -39,6 +40,7 @@ class MultiStepAttention(keras.layers.Layer):
         keys: `[batch, source, embed_dim]`.
         values: `[batch, source, embed_dim]`.
         source_mask: `[batch, source]` bool, True at real (non-pad) source tokens.
+        kernels: Optional `FoldedKernels` of the linear maps (inference).
 
     Returns:
         `(outputs, weights)`: `[batch, target, channels]` and the attention weights
@@ -76,10 +78,14 @@ class MultiStepAttention(keras.layers.Layer):
         keys: tf.Tensor,
         values: tf.Tensor,
         source_mask: tf.Tensor,
+        kernels: FoldedKernels | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         residual = inputs
         half = tf.constant(math.sqrt(0.5), self.compute_dtype)
-        query = (self.in_projection(inputs) + tf.cast(target_embedding, self.compute_dtype)) * half
+        query = (
+            self.in_projection(inputs, kernels=kernels)
+            + tf.cast(target_embedding, self.compute_dtype)
+        ) * half
         scores = tf.matmul(query, tf.cast(keys, self.compute_dtype), transpose_b=True)
         # Softmax in float32 whatever the compute dtype; padding gets exactly zero weight.
         scores = tf.cast(scores, tf.float32)
@@ -90,7 +96,7 @@ class MultiStepAttention(keras.layers.Layer):
         )
         source_length = tf.reduce_sum(tf.cast(source_mask, self.compute_dtype), axis=1)
         context = context * tf.sqrt(source_length)[:, None, None]
-        outputs = (self.out_projection(context) + residual) * half
+        outputs = (self.out_projection(context, kernels=kernels) + residual) * half
         return outputs, weights
 
     def get_config(self) -> dict[str, Any]:

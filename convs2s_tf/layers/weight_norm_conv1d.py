@@ -8,11 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.frozen_kernels import (
-    WeightNormFolding,
-    frozen_float_kernel_of,
-    frozen_kernel_of,
-)
+from convs2s_tf.layers.folded_kernels import FoldedKernels, WeightNormFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel
 
 _PADDINGS = ("same", "causal", "valid")
@@ -37,7 +33,9 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
     (`[batch, in]`) and the cached previous `k - 1` inputs `window` (`[batch, k-1, in]`,
     zeros before the first position), applies the kernel to that window with one matrix
     product and returns `(y_t, new_window)`. It equals the causal convolution at that
-    position without recomputing earlier ones.
+    position without recomputing earlier ones. Both `call` and `step` take an optional
+    `kernels` (`FoldedKernels`, inference): the layer computes with its folded kernel
+    there (in `step`, an `Int8Kernel`'s product rounds the rows to int8).
 
     Args:
         filters: Output channels.
@@ -111,11 +109,8 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
 
     @property
     def kernel(self) -> tf.Tensor:
-        """The effective kernel `g * v / ||v||`, shape `[width, in, filters]` (in the
-        compute dtype, computed once, inside `frozen_kernels`)."""
-        frozen = frozen_float_kernel_of(self, self.compute_dtype)
-        if frozen is not None:
-            return frozen
+        """The effective kernel `g * v / ||v||`, shape `[width, in, filters]`, in the
+        variable dtype."""
         v = tf.convert_to_tensor(self.kernel_v.value)
         norm = tf.norm(tf.reshape(v, [-1, self.filters]), axis=0)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / norm)
@@ -128,8 +123,8 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
             return k - 1, 0
         return 0, 0
 
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        kernel = tf.cast(self.kernel, self.compute_dtype)
+    def call(self, inputs: tf.Tensor, kernels: FoldedKernels | None = None) -> tf.Tensor:
+        kernel = self.compute_kernel(kernels)
         left, right = self._paddings()
         if left or right:
             inputs = tf.pad(inputs, [[0, 0], [left, right], [0, 0]])
@@ -156,12 +151,15 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
         input_dim = input_dim if input_dim is not None else self.kernel_v.shape[1]
         return tf.zeros([batch_size, self.kernel_size - 1, input_dim], dtype or self.compute_dtype)
 
-    def step(self, inputs: tf.Tensor, window: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def step(
+        self, inputs: tf.Tensor, window: tf.Tensor, kernels: FoldedKernels | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Applies the causal convolution to one new position.
 
         Args:
             inputs: `[batch, in]`, the input at the new position.
             window: `[batch, k - 1, in]`, the previous `k - 1` inputs, oldest first.
+            kernels: Optional `FoldedKernels` holding this layer's folded kernel.
 
         Returns:
             `(outputs, new_window)`: `[batch, filters]` and the window shifted by one.
@@ -174,11 +172,11 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
         full_window = tf.concat([tf.cast(window, self.compute_dtype), inputs[:, None, :]], axis=1)
         # One matrix product over the flattened window: [batch, k*in] x [k*in, filters].
         rows = tf.reshape(full_window, [tf.shape(full_window)[0], -1])
-        frozen = frozen_kernel_of(self)
-        if isinstance(frozen, Int8Kernel):
-            outputs = frozen.product(rows)
+        folded = kernels.kernel(self) if kernels is not None else None
+        if isinstance(folded, Int8Kernel):
+            outputs = folded.product(rows)
         else:
-            kernel = tf.cast(self.kernel, self.compute_dtype)
+            kernel = self.compute_kernel(kernels)
             outputs = tf.matmul(rows, tf.reshape(kernel, [-1, self.filters]))
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)

@@ -8,11 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.frozen_kernels import (
-    WeightNormFolding,
-    frozen_float_kernel_of,
-    frozen_kernel_of,
-)
+from convs2s_tf.layers.folded_kernels import FoldedKernels, WeightNormFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel
 
 
@@ -32,6 +28,12 @@ class WeightNormDense(WeightNormFolding, keras.layers.Layer):
             `None` means `sqrt(1 / in)`.
         use_bias: Whether to add a bias (zero at construction).
         **kwargs: Standard `keras.layers.Layer` arguments (name, dtype, ...).
+
+    Call arguments:
+        inputs: `[..., in]`.
+        kernels: Optional `FoldedKernels` (inference): the layer computes with its
+            folded kernel there (an `Int8Kernel`'s product rounds the rows to int8)
+            instead of computing `g * v / ||v||` again.
 
     Example:
 
@@ -72,25 +74,20 @@ class WeightNormDense(WeightNormFolding, keras.layers.Layer):
 
     @property
     def kernel(self) -> tf.Tensor:
-        """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype
-        (in the compute dtype, computed once, inside `frozen_kernels`)."""
-        frozen = frozen_float_kernel_of(self, self.compute_dtype)
-        if frozen is not None:
-            return frozen
+        """The effective kernel `g * v / ||v||`, shape `[in, units]`, in the variable dtype."""
         v = tf.convert_to_tensor(self.kernel_v.value)
         return v * (tf.convert_to_tensor(self.kernel_g.value) / tf.norm(v, axis=0))
 
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        frozen = frozen_kernel_of(self)
-        if isinstance(frozen, Int8Kernel):
-            outputs = frozen.product(inputs)
+    def call(self, inputs: tf.Tensor, kernels: FoldedKernels | None = None) -> tf.Tensor:
+        folded = kernels.kernel(self) if kernels is not None else None
+        if isinstance(folded, Int8Kernel):
+            outputs = folded.product(inputs)
         elif inputs.shape.rank == 2:
             # A plain product, so graph optimisation fuses the bias into it (a search
             # step projects every hypothesis onto the vocabulary this way).
-            outputs = tf.matmul(inputs, tf.cast(self.kernel, self.compute_dtype))
+            outputs = tf.matmul(inputs, self.compute_kernel(kernels))
         else:
-            kernel = tf.cast(self.kernel, self.compute_dtype)
-            outputs = tf.tensordot(inputs, kernel, axes=1)
+            outputs = tf.tensordot(inputs, self.compute_kernel(kernels), axes=1)
         if self.bias is not None:
             outputs = outputs + tf.cast(self.bias, self.compute_dtype)
         return outputs

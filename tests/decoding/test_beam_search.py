@@ -5,12 +5,12 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers.recompute_search import recompute_beam_search
 from helpers.search_models import tiny_model
 
 from convs2s_tf.decoding import SearchConfig, beam_search, max_output_lengths
 from convs2s_tf.decoding.beam_search import n_best
 from convs2s_tf.decoding.beam_state import BeamState, FinishedHypotheses
-from convs2s_tf.decoding.recompute_search import recompute_beam_search
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID, UNK_ID
 
 

@@ -161,8 +161,8 @@ def test_shared_output_embedding(rng):
     hidden = {}
     original = model.decoder.hidden_projection.call
 
-    def spy(x):
-        hidden["x"] = original(x)
+    def spy(x, **kwargs):
+        hidden["x"] = original(x, **kwargs)
         return hidden["x"]
 
     model.decoder.hidden_projection.call = spy

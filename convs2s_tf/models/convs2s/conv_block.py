@@ -16,6 +16,7 @@ from convs2s_tf.layers import (
     WeightNormConv1D,
     WeightNormDense,
 )
+from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 
 
@@ -62,6 +63,8 @@ class ConvBlock(keras.layers.Layer):
         training: Whether dropout is active.
         return_attention: Also return the attention weights `[batch, time, source]`
             (None without attention).
+        kernels: Optional `FoldedKernels` of the block's layers (inference; `step`
+            takes it too).
 
     Example:
 
@@ -145,13 +148,14 @@ class ConvBlock(keras.layers.Layer):
         encoder_output: EncoderOutput | None = None,
         training: bool = False,
         return_attention: bool = False,
+        kernels: FoldedKernels | None = None,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor | None]:
         if padding_mask is not None:
             # Zeroing padding before the convolution makes positions next to padding see
             # exactly what they would see at a sequence edge (padding invariance).
             inputs = inputs * padding_mask
-        x = self.convolution(self.dropout_layer(inputs, training=training))
-        outputs, weights = self._gate(x, residual, target_embedding, encoder_output)
+        x = self.convolution(self.dropout_layer(inputs, training=training), kernels=kernels)
+        outputs, weights = self._gate(x, residual, target_embedding, encoder_output, kernels)
         return (outputs, weights) if return_attention else outputs
 
     def initial_window(
@@ -170,6 +174,7 @@ class ConvBlock(keras.layers.Layer):
         target_embedding: tf.Tensor | None = None,
         encoder_output: EncoderOutput | None = None,
         beam_size: int = 1,
+        kernels: FoldedKernels | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor | None, tf.Tensor]:
         """Runs a causal block on one new position (inference: no dropout).
 
@@ -182,18 +187,19 @@ class ConvBlock(keras.layers.Layer):
                 rows of `inputs` (their sentence).
             beam_size: Hypotheses per sentence; attention then runs on the hypotheses
                 grouped by sentence, so the encoder output is never repeated.
+            kernels: Optional `FoldedKernels` of the block's layers.
 
         Returns:
             `(outputs, attention_weights, new_window)`: `[batch, 1, channels]`, the
             `[batch, 1, source]` weights (None without attention) and the shifted window.
         """
-        x, new_window = self.convolution.step(inputs[:, 0, :], window)
+        x, new_window = self.convolution.step(inputs[:, 0, :], window, kernels=kernels)
         outputs, weights = self._gate(
-            x[:, None, :], residual, target_embedding, encoder_output, beam_size
+            x[:, None, :], residual, target_embedding, encoder_output, kernels, beam_size
         )
         return outputs, weights, new_window
 
-    def _gate(self, x, residual, target_embedding, encoder_output, beam_size=1):
+    def _gate(self, x, residual, target_embedding, encoder_output, kernels, beam_size=1):
         """GLU, attention and the residual connection after the convolution."""
         x = self.glu(x)
         weights = None
@@ -204,13 +210,14 @@ class ConvBlock(keras.layers.Layer):
                 encoder_output.keys,
                 encoder_output.values,
                 source_mask=encoder_output.source_mask,
+                kernels=kernels,
             )
             x, weights = _ungroup(x, beam_size), _ungroup(weights, beam_size)
         if self.residual:
             if residual is None:
                 raise ValueError(f"{self.name} has a residual connection: pass `residual`.")
             if self.projection is not None:
-                residual = self.projection(residual)
+                residual = self.projection(residual, kernels=kernels)
             x = (x + residual) * tf.constant(math.sqrt(0.5), self.compute_dtype)
         return x, weights
 

@@ -10,11 +10,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import WeightNormDense
-from convs2s_tf.layers.frozen_kernels import (
-    TiedTableFolding,
-    frozen_float_kernel_of,
-    frozen_kernel_of,
-)
+from convs2s_tf.layers.folded_kernels import FoldedKernels, TiedTableFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
@@ -36,7 +32,9 @@ class ConvDecoder(TiedTableFolding, ConvStack):
 
     `call` runs every target position at once (training, scoring). Generation uses
     `initial_state` and `step`: each block caches the previous `k - 1` inputs of its
-    convolution, so one step feeds one new position and recomputes nothing.
+    convolution, so one step feeds one new position and recomputes nothing. `step`,
+    `select_outputs` and `output_logits` take an optional `FoldedKernels` (`kernels`):
+    the layers then compute with their folded kernels.
 
     Args:
         vocab_size: Target vocabulary size.
@@ -131,33 +129,36 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         # The design document averages over the attention layers (not over all blocks).
         return tf.add_n(attention_weights) / float(len(attention_weights))
 
-    def _logits(self, x, training, output_subset=None):
-        features = self._hidden(x, training)
+    def _logits(self, x, training, output_subset=None, kernels=None):
+        features = self._hidden(x, training, kernels)
         if output_subset is None:
-            return self.output_logits(features)
+            return self.output_logits(features, kernels)
         logits = output_subset.product(features) + output_subset.bias
         return tf.cast(logits, tf.float32)
 
-    def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
+    def select_outputs(
+        self, ids: tf.Tensor, valid: tf.Tensor, kernels: FoldedKernels | None = None
+    ) -> OutputSubset:
         """The `OutputSubset` of target `ids` (`[columns]` int32; `valid` `[columns]` bool,
         False for filler columns): computed once per search, its step logits are the
-        full logits' columns `ids` (-inf where not `valid`)."""
+        full logits' columns `ids` (-inf where not `valid`). `kernels`: optional
+        `FoldedKernels` to read the projection from."""
         projection = self if self.output_projection is None else self.output_projection
-        folded = frozen_kernel_of(projection)
+        folded = kernels.kernel(projection) if kernels is not None else None
         if isinstance(folded, Int8Kernel):  # read in int8, `[out_embed_dim, vocab]`
             weights, vocabulary_axis, bias = folded, 1, self._projection_bias()
         else:
-            weights, vocabulary_axis, bias = self._projection_weights()
+            weights, vocabulary_axis, bias = self._projection_weights(kernels)
         return select_columns(weights, vocabulary_axis, bias, ids, valid, self.compute_dtype)
 
-    def _projection_weights(self):
+    def _projection_weights(self, kernels=None):
         """The vocabulary projection as `(weights, vocabulary_axis, bias)`: the kernel
         (`[out_embed_dim, vocab]`, axis 1) or, when shared, the token table (`[vocab,
-        out_embed_dim]`, axis 0; inside `frozen_kernels` its folded transpose, axis 1) in
-        the compute dtype, and the float32 bias (zeros if none)."""
-        folded = frozen_float_kernel_of(self, self.compute_dtype)
+        out_embed_dim]`, axis 0; its folded transpose in `kernels`, axis 1) in the compute
+        dtype, and the float32 bias (zeros if none)."""
+        folded = kernels.float_kernel(self, self.compute_dtype) if kernels is not None else None
         if self.output_projection is not None:
-            weights, axis = self.output_projection.kernel, 1
+            weights, axis = self.output_projection.compute_kernel(kernels), 1
         elif folded is not None:
             weights, axis = folded, 1
         else:
@@ -179,21 +180,22 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         """Whether the token table is also the output projection (`TiedTableFolding`)."""
         return self.share_embeddings
 
-    def _hidden(self, x, training):
-        x = self.hidden_projection(x)
+    def _hidden(self, x, training, kernels=None):
+        x = self.hidden_projection(x, kernels=kernels)
         return self.dropout_layer(x, training=training)
 
-    def output_logits(self, features: tf.Tensor) -> tf.Tensor:
-        """The vocabulary projection of `features` (`[..., out_embed_dim]`), in float32.
+    def output_logits(self, features: tf.Tensor, kernels: FoldedKernels | None = None) -> tf.Tensor:
+        """The vocabulary projection of `features` (`[..., out_embed_dim]`), in float32
+        (with the folded projection in `kernels`, if given).
 
         Training applies it to the non-pad target positions only (see `features`),
         which saves the largest matrix product of the model on padding.
         """
         if self.output_projection is not None:
-            logits = self.output_projection(features)
+            logits = self.output_projection(features, kernels=kernels)
         else:
             bias = tf.cast(self.output_bias, self.compute_dtype)
-            folded = frozen_kernel_of(self)
+            folded = kernels.kernel(self) if kernels is not None else None
             if folded is not None:
                 logits = kernel_product(features, folded) + bias
             else:
@@ -279,6 +281,7 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         encoder_output: EncoderOutput,
         beam_size: int = 1,
         output_subset: OutputSubset | None = None,
+        kernels: FoldedKernels | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...]]:
         """Decodes one position for every hypothesis, reusing the cached windows.
 
@@ -292,6 +295,8 @@ class ConvDecoder(TiedTableFolding, ConvStack):
             beam_size: Hypotheses per sentence.
             output_subset: An `OutputSubset` (`select_outputs`): logits of its columns
                 only; None: of the whole vocabulary.
+            kernels: Optional `FoldedKernels`: the layers compute with their folded
+                kernels.
 
         Returns:
             `(logits, attention, incremental_state)`: `[batch, vocab]` (or `[batch,
@@ -310,23 +315,24 @@ class ConvDecoder(TiedTableFolding, ConvStack):
                 target_embedding=target_embedding,
                 encoder_output=encoder_output,
                 beam_size=beam_size,
+                kernels=kernels,
             )
             new_state.append(window)
             if weights is not None:
                 attention_weights.append(weights)
             return x
 
-        x = self.run_blocks(self.input_projection(target_embedding), apply_block)
+        x = self.run_blocks(self.input_projection(target_embedding, kernels=kernels), apply_block)
         if self.compute_dtype == "float32":
             # [batch, channels] from here on: the vocabulary projection is one product
             # with its bias fused.
-            logits = self._logits(x[:, 0, :], training=False, output_subset=output_subset)
+            logits = self._logits(x[:, 0, :], False, output_subset, kernels)
         else:
             # In bfloat16 a fused product and bias rounds once, the product then the bias
             # twice: the projections keep their [batch, 1, channels] form, which is not
             # fused, so that a step rounds as the parallel pass over [batch, time,
             # channels] does and translations do not depend on a kernel fusion.
-            logits = self._logits(x, training=False, output_subset=output_subset)[:, 0, :]
+            logits = self._logits(x, False, output_subset, kernels)[:, 0, :]
         if attention_weights:
             attention = self._average(attention_weights)[:, 0, :]
         else:

@@ -9,7 +9,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers import GradientScale, WeightNormDense
+from convs2s_tf.layers import FoldedKernels, GradientScale, WeightNormDense
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.vocabulary import PAD_ID
@@ -81,16 +81,29 @@ class ConvEncoder(ConvStack):
         super().build(input_shape)
         self.output_projection.build((None, None, self.layer_spec[-1].channels))
 
-    def call(self, source_tokens: tf.Tensor, training: bool = False) -> EncoderOutput:
+    def call(
+        self,
+        source_tokens: tf.Tensor,
+        training: bool = False,
+        kernels: FoldedKernels | None = None,
+    ) -> EncoderOutput:
+        """The `EncoderOutput` of `source_tokens` (`kernels`: optional `FoldedKernels`,
+        inference)."""
         source_mask = tf.not_equal(source_tokens, self.pad_id)
         pad_zeroing = tf.cast(source_mask, self.compute_dtype)[:, :, None]
         embedded = self.embed(source_tokens, training=training)
 
         def apply_block(index, block, x, residual):
-            return block(x, residual=residual, padding_mask=pad_zeroing, training=training)
+            return block(
+                x,
+                residual=residual,
+                padding_mask=pad_zeroing,
+                training=training,
+                kernels=kernels,
+            )
 
-        x = self.run_blocks(self.input_projection(embedded), apply_block)
-        keys = self.output_projection(x) * pad_zeroing
+        x = self.run_blocks(self.input_projection(embedded, kernels=kernels), apply_block)
+        keys = self.output_projection(x, kernels=kernels) * pad_zeroing
         keys = self.gradient_scale(keys)
         values = (keys + embedded) * tf.constant(math.sqrt(0.5), self.compute_dtype)
         return EncoderOutput(keys=keys, values=values, source_mask=source_mask)

@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.models.convs2s.conv_decoder import ConvDecoder
 from convs2s_tf.models.convs2s.conv_encoder import ConvEncoder
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
@@ -136,9 +137,12 @@ class ConvS2S(EncoderDecoderModel):
             source_vocab_size=source_vocab_size, target_vocab_size=target_vocab_size, **config
         )
 
-    def encode(self, source: tf.Tensor, training: bool = False) -> EncoderOutput:
-        """Runs the encoder: `source` `[B, S]` int -> `EncoderOutput`."""
-        return self.encoder(source, training=training)
+    def encode(
+        self, source: tf.Tensor, training: bool = False, kernels: FoldedKernels | None = None
+    ) -> EncoderOutput:
+        """Runs the encoder: `source` `[B, S]` int -> `EncoderOutput` (with the
+        `FoldedKernels` `kernels`, if given: inference)."""
+        return self.encoder(source, training=training, kernels=kernels)
 
     def attention_maps(
         self, source: tf.Tensor, target_input: tf.Tensor

@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.models.encoder_decoder import EncoderDecoderModel
 from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory
 from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder
@@ -135,8 +136,12 @@ class PoseNet(EncoderDecoderModel):
             **{key: value for key, value in shared.items()},
         }
 
-    def encode(self, source: tf.Tensor, training: bool = False) -> PoseNetMemory:
-        """Runs the encoder and projects its output for every decoder layer."""
+    def encode(
+        self, source: tf.Tensor, training: bool = False, kernels: FoldedKernels | None = None
+    ) -> PoseNetMemory:
+        """Runs the encoder and projects its output for every decoder layer (`kernels`,
+        the search's `FoldedKernels`, hold none of theirs: only the decoder's tied table
+        is folded)."""
         return self.decoder.memory(self.encoder(source, training=training))
 
     def attention_maps(

@@ -11,19 +11,19 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import RandomBitsDropout
-from convs2s_tf.models.posenet.conv_box import ConvBox
-from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
-from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
-from convs2s_tf.models.posenet.residual_norm import ResidualNorm
-from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
-from convs2s_tf.layers.frozen_kernels import TiedTableFolding, frozen_kernel_of
+from convs2s_tf.layers.folded_kernels import FoldedKernels, TiedTableFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
+from convs2s_tf.models.posenet.conv_box import ConvBox
+from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
     PoseNetEncoderOutput,
     parse_dilations,
 )
+from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
+from convs2s_tf.models.posenet.residual_norm import ResidualNorm
+from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
 from convs2s_tf.models.posenet.sublayers import (
     attention_sublayer,
     build_layer,
@@ -274,27 +274,34 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         """Always: the token table is the output projection (`TiedTableFolding`)."""
         return True
 
-    def unbiased_output_logits(self, features: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def unbiased_output_logits(
+        self, features: tf.Tensor, kernels: FoldedKernels | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """`(features x token table^T, float32 bias)`: the loss adds the bias itself.
-        Inside `frozen_kernels` the table's folded transpose is read, in order."""
+        With `kernels` (`FoldedKernels`, inference) the table's folded transpose is read,
+        in order."""
         bias = tf.cast(self.output_bias, tf.float32)
-        folded = frozen_kernel_of(self)
+        folded = kernels.kernel(self) if kernels is not None else None
         if folded is not None:
             return kernel_product(features, folded), bias
         table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
         return tf.matmul(features, table, transpose_b=True), bias
 
-    def output_logits(self, features: tf.Tensor) -> tf.Tensor:
-        """Float32 logits of `[..., hidden_dim]` features (the tied projection and bias)."""
+    def output_logits(self, features: tf.Tensor, kernels: FoldedKernels | None = None) -> tf.Tensor:
+        """Float32 logits of `[..., hidden_dim]` features (the tied projection and bias;
+        `kernels`: optional `FoldedKernels`)."""
         shape = tf.shape(features)
         rows = tf.reshape(features, [-1, self.hidden_dim])
-        logits, bias = self.unbiased_output_logits(rows)
+        logits, bias = self.unbiased_output_logits(rows, kernels)
         logits = tf.cast(logits, tf.float32) + bias
         return tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], 0))
 
-    def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> OutputSubset:
-        """The `OutputSubset` of target `ids` (a shortlist; see `ShortlistDecoder`)."""
-        folded = frozen_kernel_of(self)
+    def select_outputs(
+        self, ids: tf.Tensor, valid: tf.Tensor, kernels: FoldedKernels | None = None
+    ) -> OutputSubset:
+        """The `OutputSubset` of target `ids` (a shortlist; see `ShortlistDecoder`),
+        read from the folded table in `kernels` when it is int8."""
+        folded = kernels.kernel(self) if kernels is not None else None
         if isinstance(folded, Int8Kernel):  # the table's transpose, in int8
             return select_columns(folded, 1, self.output_bias, ids, valid, self.compute_dtype)
         table = self.token_embedding.embeddings
@@ -354,8 +361,10 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         encoder_output: PoseNetMemory,
         beam_size: int = 1,
         output_subset: OutputSubset | None = None,
+        kernels: FoldedKernels | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, tuple[dict[str, Any], ...]]:
-        """Decodes position `step` for every hypothesis (see `IncrementalDecoder`)."""
+        """Decodes position `step` for every hypothesis (see `IncrementalDecoder`;
+        `kernels`: the `FoldedKernels` holding the folded output table)."""
         x = self._embed(tokens[:, None], training=False)
         signal = self.timing.step_signal(step)
         bias = tf.cast(
@@ -396,7 +405,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         if self.final_norm is not None:
             x = self.final_norm(x)
         if output_subset is None:
-            logits = self.output_logits(x)[:, 0]
+            logits = self.output_logits(x, kernels)[:, 0]
         else:
             # As `output_logits`: the product in the compute dtype, the bias in float32.
             columns = tf.cast(output_subset.product(x[:, 0]), tf.float32)

@@ -1,10 +1,10 @@
 """A beam search that recomputes every hypothesis' whole prefix at every step.
 
-Not for translating: the baseline of what the incremental search's cached convolution
-windows save (`benchmarks/decode_speed.py`), and an independent check of them (the tests): the
+The tests' independent check of the incremental search's cached convolution windows: the
 library's candidates, selection, recording and dropping of finished sentences, but each
-step runs the decoder's parallel pass over every hypothesis' whole prefix and keeps its
-last position, with no cache at all.
+step runs the decoder's parallel pass over every hypothesis' whole prefix (with the
+kernels computed from the variables, not folded) and keeps its last position, with no
+cache at all.
 """
 
 import tensorflow as tf
@@ -15,7 +15,6 @@ from convs2s_tf.decoding.candidates import candidates
 from convs2s_tf.decoding.search_step import apply_selection, drop_finished_sentences
 from convs2s_tf.decoding.selection import select
 from convs2s_tf.decoding.step_constants import StepConstants
-from convs2s_tf.layers import frozen_kernels
 from convs2s_tf.vocabulary import EOS_ID
 
 
@@ -25,13 +24,13 @@ def recompute_beam_search(model, source, search_config):
     Args:
         model: A `ConvS2S`.
         source: `[batch, source]` int32 token ids ending in `</s>`, padded with `<pad>`.
-        search_config: A `SearchConfig` (not `xla`: the baseline is never compiled).
+        search_config: A `SearchConfig` (not `xla`: this search is never compiled).
 
     Returns:
         A `SearchOutput` without attention.
     """
     if search_config.xla:
-        raise ValueError("The recomputing baseline has no XLA-compiled step.")
+        raise ValueError("The recomputing search has no XLA-compiled step.")
     decoder = model.decoder
     constants = StepConstants(
         beam_size=search_config.beam_size,
@@ -40,34 +39,33 @@ def recompute_beam_search(model, source, search_config):
         length_penalty=search_config.length_penalty,
         unk_penalty=search_config.unk_penalty,
     )
-    with frozen_kernels(model):
-        source = tf.convert_to_tensor(source, tf.int32)
-        limit = decoder.max_length - 1
-        max_lengths = max_output_lengths(
-            source, search_config.max_len_a, search_config.max_len_b, limit, decoder.pad_id
-        )
-        max_steps = tf.reduce_max(max_lengths) + 1
-        state = initial_beam_state(
-            constants.beam_size,
-            encoder_output=model.encode(source, training=False),
-            max_lengths=max_lengths,
-            cache=(),
-            width=max_steps,
-            source_length=tf.shape(source)[1],
-            growing=constants.drop_finished,
-        )
+    source = tf.convert_to_tensor(source, tf.int32)
+    limit = decoder.max_length - 1
+    max_lengths = max_output_lengths(
+        source, search_config.max_len_a, search_config.max_len_b, limit, decoder.pad_id
+    )
+    max_steps = tf.reduce_max(max_lengths) + 1
+    state = initial_beam_state(
+        constants.beam_size,
+        encoder_output=model.encode(source, training=False),
+        max_lengths=max_lengths,
+        cache=(),
+        width=max_steps,
+        source_length=tf.shape(source)[1],
+        growing=constants.drop_finished,
+    )
 
-        def body(state):
-            logits = _last_position_logits(decoder, state, constants.beam_size)
-            log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
-            selection = select(
-                constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
-            )
-            state = apply_selection(constants, state, selection, cache=())
-            return drop_finished_sentences(constants, state, selection)
+    def body(state):
+        logits = _last_position_logits(decoder, state, constants.beam_size)
+        log_probs, ids = candidates(constants, logits, state.step, state.max_lengths)
+        selection = select(
+            constants, log_probs, ids, state.alive_scores, state.finished_count, state.step
+        )
+        state = apply_selection(constants, state, selection, cache=())
+        return drop_finished_sentences(constants, state, selection)
 
-        state = step_until_done(constants, state, max_steps, body, decoder.max_length)
-        return n_best(state, search_config.nbest, tf.shape(source)[1])
+    state = step_until_done(constants, state, max_steps, body, decoder.max_length)
+    return n_best(state, search_config.nbest, tf.shape(source)[1])
 
 
 def _last_position_logits(decoder, state, beam_size):
