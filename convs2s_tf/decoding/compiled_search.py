@@ -125,8 +125,7 @@ class BucketedSearch:
     Attributes:
         compiled_loop: The XLA-compiled search of one bucket, `(encoder_output,
             max_lengths, active, vocabulary) -> FinishedHypotheses`, its inputs padded to
-            the bucket (`pad_rows_and_positions`); `benchmarks.request_parts` times it
-            alone.
+            the bucket (`pad_rows_and_positions`).
     """
 
     def __init__(self, model, search_config=None, buckets=None, kernels=None, shortlist=None):

@@ -14,8 +14,7 @@ from convs2s_tf.decoding.candidates import candidates
 from convs2s_tf.decoding.selection import select
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
-# The name scopes of a step's parts, which let a profile (benchmarks.op_profile) tell
-# them apart.
+# The name scopes of a step's parts, which let a TensorFlow profile tell them apart.
 DECODER_SCOPE = "decoder_step"
 SELECTION_SCOPE = "selection"
 REORDER_SCOPE = "reorder_cache"
