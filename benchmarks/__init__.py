@@ -1,14 +1,18 @@
 """Benchmarks a user runs on their own machine (`python -m benchmarks.NAME`), and what
-they share: the CPU's description, child processes, request timing and text files.
-
-Nothing here imports TensorFlow: a fresh process timed by a benchmark imports it itself.
+they share: the CPU's description, child processes, a test split's files, request timing
+and the settings of a flagfile. Nothing here imports TensorFlow at import time: a fresh
+process timed by a benchmark imports it itself.
 """
 
 import os
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The model name that means "the model of the flagfile" (its preset with its overrides).
+CONFIG_MODEL = "config"
+FLAGFILE = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
 _CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
@@ -16,9 +20,16 @@ class CommandError(RuntimeError):
     """A child process failed or printed something other than expected."""
 
 
+def main(define_flags, run):
+    """Runs a benchmark module as a program: `define_flags()`, then `run(flags.FLAGS)`."""
+    from absl import app, flags
+
+    define_flags()
+    app.run(lambda argv: run(flags.FLAGS))
+
+
 def cpu_description():
-    """The CPU's model name, core count and the vector/matrix features that matter here
-    (from /proc/cpuinfo)."""
+    """The CPU's model name, core count and the vector/matrix features that matter here."""
     model, features = "unknown CPU", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -36,7 +47,8 @@ def cpu_description():
 
 def child_env(**variables):
     """The environment of a child process of the project (TensorFlow's C++ logs quiet)."""
-    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **variables)
+    defaults = dict(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
+    return dict(os.environ, **defaults, **variables)
 
 
 def run_timed(command, cwd=ROOT, env=None):
@@ -58,6 +70,18 @@ def run_timed(command, cwd=ROOT, env=None):
     return seconds, result.stdout, result.stderr
 
 
+def run_python(*arguments):
+    """`run_timed` of `python ARGUMENTS...` (this interpreter) from the repository root."""
+    return run_timed([sys.executable, *map(str, arguments)])
+
+
+def export_seconds(model_dir, export_dir, *arguments):
+    """Runs `pipelines.export` of the run in `model_dir` (more flags: `arguments`) into
+    `export_dir`; returns its wall seconds."""
+    export = ("-m", "pipelines.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    return run_python(*export, *arguments)[0]
+
+
 def last_json(stdout):
     """The JSON line a benchmark (or its child) ends its standard output with."""
     import json
@@ -76,10 +100,13 @@ def write_lines(path, lines):
     return path
 
 
-def length_order(lengths):
-    """Indices of `lengths` from the shortest to the longest, equal lengths in their first
-    order (a stable sort, as fairseq's `ordered_indices`)."""
-    return sorted(range(len(lengths)), key=lengths.__getitem__)
+def directory_bytes(path):
+    """The size of the files under `path`."""
+    return sum(
+        os.path.getsize(os.path.join(folder, name))
+        for folder, _, names in os.walk(path)
+        for name in names
+    )
 
 
 def in_corpus_order(translations, order):
@@ -90,12 +117,46 @@ def in_corpus_order(translations, order):
     return restored
 
 
-def peak_rss_mb():
-    """This process's peak resident memory so far, in MiB.
+def run_prepared_data(model_dir, data_dir=None):
+    """The `PreparedData` the run in `model_dir` trained on (or that in `data_dir`)."""
+    from absl import app
 
-    Linux's `VmHWM`: `getrusage`'s `ru_maxrss` survives `exec`, so a child started by a
-    large parent would report the parent's size.
-    """
+    from convs2s_tf.data.data_directory import PreparedData
+    from convs2s_tf.runs import RunDirectory
+
+    run = RunDirectory(model_dir)
+    data_dir = data_dir or run.data_dir(run.read_config())
+    if not data_dir:
+        raise app.UsageError(f"{model_dir} names no prepared data directory: give --data_dir.")
+    return PreparedData.load(data_dir)
+
+
+class TestSplit:
+    """A split's sources and references (the first `limit`; 0: all), and the files every
+    translator reads: `first_path` (the first `latency_sentences`, sent one at a time) and
+    `sorted_path` (every sentence, shortest first by `length`, a stable sort as fairseq's
+    `ordered_indices`), whose translations `scores` puts back in corpus order."""
+
+    def __init__(self, prepared, work_dir, limit=0, latency_sentences=0, length=len, split="test"):
+        paths = prepared.split_paths(split)
+        self.sources, self.references = (read_lines(path)[: limit or None] for path in paths)
+        self.order = sorted(range(len(self.sources)), key=lambda i: length(self.sources[i]))
+        self.sorted = [self.sources[i] for i in self.order]
+        self.first = self.sources[: latency_sentences or None]
+        self.first_path = write_lines(os.path.join(work_dir, "first.txt"), self.first)
+        self.sorted_path = write_lines(os.path.join(work_dir, "sorted.txt"), self.sorted)
+
+    def scores(self, sorted_translations):
+        """BLEU, lowercased `intl` BLEU and chrF of translations of `sorted`, rounded."""
+        from convs2s_tf.evaluation import corpus_scores
+
+        scores = corpus_scores(in_corpus_order(sorted_translations, self.order), self.references)
+        return {key: round(scores[key], 2) for key in ("bleu", "bleu_lowercase_intl", "chrf")}
+
+
+def peak_rss_mb():
+    """This process's peak resident memory so far, in MiB (Linux's `VmHWM`: `getrusage`'s
+    `ru_maxrss` survives `exec`, so a child of a large parent would report the parent's)."""
     try:
         with open("/proc/self/status", encoding="utf-8") as f:
             for line in f:
@@ -119,8 +180,7 @@ def request_milliseconds(translator, sentences):
 
 
 def translate_in_batches(translator, texts, batch_size):
-    """The best translation of each of `texts`, sent `batch_size` at a time in the order
-    given (the caller chooses the batches, e.g. sorted by length)."""
+    """The best translation of each of `texts`, sent `batch_size` at a time in this order."""
     translations = []
     for start in range(0, len(texts), batch_size):
         batch = translator.translate(texts[start : start + batch_size])
@@ -128,18 +188,41 @@ def translate_in_batches(translator, texts, batch_size):
     return translations
 
 
-def time_translator(translator, latency_input, throughput_input, output, batch_size):
-    """A fresh process's measurement of a loaded translator (anything with
-    `translate(texts) -> [[(text, score)]]`): every line of `latency_input` one request
-    at a time (the first request included in the mean, and reported alone), the same
-    lines again (warm), then `throughput_input` in batches of `batch_size`, the first pass
-    counted; the batched translations go to `output`. Returns its figures."""
-    first = request_milliseconds(translator, read_lines(latency_input))
-    warm = request_milliseconds(translator, read_lines(latency_input))
-    sentences = read_lines(throughput_input)
+def define_child_flags(flag_values):
+    """The flags of a benchmark's fresh process timing one translator."""
+    from absl import flags
+
+    define = {"flag_values": flag_values}
+    flags.DEFINE_string("latency_input", None, "The child's sentences sent one a time.", **define)
+    flags.DEFINE_string("throughput_input", None, "The child's batched sentences.", **define)
+    flags.DEFINE_string("output", None, "Where the child writes its translations.", **define)
+
+
+def child_command(module, split, output, batch_size, *arguments):
+    """The fresh process of benchmark `module` (its child flags `arguments`) timing one
+    translator on `split`'s files; its last stdout line: `time_fresh_process`'s figures."""
+    command = [sys.executable, "-m", module, f"--latency_input={split.first_path}"]
+    command += [f"--throughput_input={split.sorted_path}", f"--output={output}"]
+    return command + [f"--batch_size={batch_size}", *arguments]
+
+
+def time_fresh_process(load, options, process_start):
+    """A fresh process's figures of the translator `load()` returns (anything with
+    `translate(texts) -> [[(text, score)]]`): import and load seconds, every line of
+    --latency_input one request at a time (the first included in the mean, and alone),
+    the same again warm, then --throughput_input in batches of --batch_size (the first
+    pass), its translations written to --output. Returns the translator and figures."""
+    imported = time.perf_counter()
+    translator = load()
+    loaded = time.perf_counter()
+    first = request_milliseconds(translator, read_lines(options.latency_input))
+    warm = request_milliseconds(translator, read_lines(options.latency_input))
+    sentences = read_lines(options.throughput_input)
     start = time.perf_counter()
-    write_lines(output, translate_in_batches(translator, sentences, batch_size))
-    return {
+    write_lines(options.output, translate_in_batches(translator, sentences, options.batch_size))
+    return translator, {
+        "import_seconds": round(imported - process_start, 3),
+        "load_seconds": round(loaded - imported, 3),
         "first_request_ms": round(first[0], 2),
         "batch1_mean_ms": round(sum(first) / len(first), 2),
         "batch1_warm_mean_ms": round(sum(warm) / len(warm), 2),
@@ -179,8 +262,3 @@ def prepared_data(flagfile):
     settings = config_flags(f"--flagfile={flagfile}")
     settings["data_dir"].value = os.path.join(ROOT, settings["data_dir"].value)
     return prepare_data(prepare_config_from_flags(settings)).data
-
-
-# The model name that means "the model of the flagfile" (its preset with its overrides).
-CONFIG_MODEL = "config"
-FLAGFILE = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")

@@ -4,22 +4,15 @@
         [--steps=0] [--variants=float32,xla,bfloat16] [--config=configs/multi30k_en_de.cfg] \\
         [--profile_dir=DIR]
 
-(`--preset=config`: the model of --config, its preset with the config's overrides.
-`benchmarks.compare.fairseq_training` runs this measurement beside fairseq's.)
-
-Uses the real input pipeline and the real training step (forward, loss, backward,
-all-reduce, clipping, Nesterov update) of `convs2s_tf.training.Trainer`
-(`Trainer.build_steps` and `Trainer.train_step`), on the prepared data of --config
-(Multi30k en-de by default; prepared first if needed, read from its shards as a run reads
-them), in the steady state of a run's second and later epochs: one untimed epoch first
-(every batch shape traced, compiled and seen by oneDNN once), then a timed one (or
-`--steps` steps of it). Batches vary in size (each length bucket ends an epoch with a
-partial batch), so only whole epochs give a training run's rate. Each variant runs in a
-fresh process (the mixed-precision policy is global): float32 graph, float32 with the
-step XLA-compiled, and bfloat16 mixed precision. --profile_dir writes TensorFlow
-profiles of the timed steps (one directory per variant, for TensorBoard's profile tab).
-To see what a CPU feature is worth, run it under `ONEDNN_MAX_CPU_ISA=AVX512_CORE` (or
-another of oneDNN's ISA names). Ends with one JSON line.
+The real input pipeline and training step of `convs2s_tf.training.Trainer` (its public
+`build_steps` and `train_step`) on --config's data (prepared first if needed), in a run's
+steady state: one untimed epoch (every batch shape traced and compiled), then a timed one
+(or its first --steps steps; batches vary in size, so only whole epochs give a run's
+rate). Each variant runs in a fresh process (the mixed-precision policy is global):
+float32, float32 with the step XLA-compiled, bfloat16. `--preset=config` is --config's
+own model; --profile_dir writes TensorBoard profiles of the timed steps; run under
+`ONEDNN_MAX_CPU_ISA=AVX512_CORE` (or another oneDNN ISA) to see what a CPU feature is worth.
+Ends with one JSON line.
 """
 
 import json
@@ -33,9 +26,8 @@ from absl import app, flags
 from benchmarks import (
     CONFIG_MODEL,
     FLAGFILE,
-    ROOT,
-    child_env,
     last_json,
+    main,
     model_config,
     prepared_data,
     run_timed,
@@ -45,42 +37,16 @@ VARIANTS = ("float32", "xla", "bfloat16")
 
 
 def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_string(
-        "preset",
-        "iwslt_de_en",
-        f"Architecture preset to train, or {CONFIG_MODEL!r}: the model of --config (its "
-        "preset and the config's overrides).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_tokens", 4000, "Token budget per batch (the authors' recipe).", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "steps",
-        0,
-        "Timed training steps per variant (0: one whole epoch, a run's true rate).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_list(
-        "variants", list(VARIANTS), f"Variants to measure, of {VARIANTS}.", flag_values=flag_values
-    )
-    flags.DEFINE_string(
-        "config",
-        FLAGFILE,
-        "Pipeline flagfile naming the data (its --data_dir, prepared first if needed) and "
-        f"--preset={CONFIG_MODEL}'s model.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "profile_dir", None, "Profile the timed steps into DIR/VARIANT.", flag_values=flag_values
-    )
-    flags.DEFINE_enum(
-        "variant",
-        None,
-        VARIANTS,
-        "Measure this one variant in this process (what each variant's process runs).",
-        flag_values=flag_values,
-    )
+    define = {"flag_values": flag_values}
+    preset = f"Preset to train, or {CONFIG_MODEL!r}: --config's model (its preset, overrides)."
+    flags.DEFINE_string("preset", "iwslt_de_en", preset, **define)
+    flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch (the authors').", **define)
+    flags.DEFINE_integer("steps", 0, "Timed steps per variant (0: a whole epoch).", **define)
+    flags.DEFINE_list("variants", list(VARIANTS), f"Variants, of {VARIANTS}.", **define)
+    config = f"Flagfile of the data (prepared first if needed) and --preset={CONFIG_MODEL}."
+    flags.DEFINE_string("config", FLAGFILE, config, **define)
+    flags.DEFINE_string("profile_dir", None, "Profile the timed steps into DIR/VARIANT.", **define)
+    flags.DEFINE_enum("variant", None, VARIANTS, "Measure one variant in this process.", **define)
 
 
 def measure(variant, preset, max_tokens, steps, config, profile_dir=None):
@@ -156,7 +122,7 @@ def run(options):
     results = {}
     for variant in options.variants:
         command = variant_command(variant, *settings, options.profile_dir)
-        figures = last_json(run_timed(command, ROOT, child_env())[1])
+        figures = last_json(run_timed(command)[1])
         results[variant] = round(figures["target_tokens_per_sec"])
         print(
             f"{options.preset} {variant}: {results[variant]:,} target tokens/s "
@@ -170,11 +136,5 @@ def run(options):
     print(json.dumps(line))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

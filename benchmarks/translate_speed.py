@@ -5,28 +5,16 @@
         [--exports=default,bfloat16,int8] [--saved_model=DIR] [--batch_size=128] \\
         [--latency_sentences=100] [--sentences=0] [--repeats=3] [--reference_seconds=S]
 
-On the run's prepared test split (test_2016_flickr for Multi30k: 1,000 sentences), beam 5
-and the default search unless a part says otherwise; batches are formed from the
-sentences sorted by length (as fairseq-generate forms them), latency is one sentence a
-request over the first --latency_sentences (0: all). Parts (--parts):
-
-* `in_process`: the checkpoint's translator in this process (`load_inference_model`, its
-  buckets compiled on load), per --variants (compute dtype, decoder step XLA-compiled or
-  not): sentences/s greedy and beam 5 at --batch_size after one untimed pass, the beam-5
-  BLEU, and ms per sentence at batch 1 after every timed sentence was sent once;
-* `exports`: each export of --exports (`pipelines.export` with the flags of `EXPORTS`:
-  `default` has none) and --saved_model if given, each in a fresh process as a server
-  meets it: imports, load (`open_saved_model`, which replays the warm-up requests as TF
-  Serving does), the first request alone, the batch-1 mean (first request included),
-  the same again warm, batches of --batch_size (first pass, compilation and all, then a
-  second), peak memory, BLEU;
-* `whole_process`: `python -m pipelines.translate --model_dir=RUN --input=F --output=O`,
-  the median wall time of --repeats fresh processes, for one sentence and for the split,
-  split into import, load and translation by runs that stop earlier; then the same
-  phases timed inside one process. With --reference_seconds (e.g. fairseq-interactive's,
-  from `benchmarks.compare.fairseq`), the ratio to it.
-
-Prints each figure, ends with one JSON line.
+On the run's prepared test split, beam 5; batches of --batch_size from the sentences
+sorted by length, latency one sentence a request over the first --latency_sentences.
+`in_process`: the checkpoint's translator per --variants (dtype, XLA step or not), greedy
+and beam-5 sentences/s after an untimed pass, BLEU, warm batch-1 ms. `exports`: each of
+--exports (`pipelines.export` with `EXPORTS`' flags) and --saved_model, in a fresh
+process as a server meets it: import, load (warm-up included), the first request, the
+batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU.
+`whole_process`: the median wall time of --repeats `pipelines.translate` processes for
+one sentence and the split, split into import, load and translation, and the phases
+timed in one process (with --reference_seconds, the ratio to it). Ends with one JSON line.
 """
 
 import time
@@ -36,20 +24,25 @@ _START = time.perf_counter()
 import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     ROOT,
+    TestSplit,
+    child_command,
     cpu_description,
+    define_child_flags,
+    export_seconds,
     last_json,
-    length_order,
+    main,
     read_lines,
     request_milliseconds,
+    run_prepared_data,
+    run_python,
     run_timed,
-    time_translator,
+    time_fresh_process,
     translate_in_batches,
     write_lines,
 )
@@ -98,94 +91,44 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("parts", list(PARTS), f"Parts to measure, of {PARTS}.", **define)
     flags.DEFINE_list("variants", list(VARIANTS), f"In-process variants, of {VARIANTS}.", **define)
     flags.DEFINE_list("exports", ["default", "bfloat16", "int8"], f"Of {list(EXPORTS)}.", **define)
-    flags.DEFINE_string(
-        "saved_model", None, "Also measure this export (base or version).", **define
-    )
+    flags.DEFINE_string("saved_model", None, "Also time this export (base or version).", **define)
     flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.", **define)
-    flags.DEFINE_integer(
-        "latency_sentences", 100, "Sentences sent one at a time (0: all).", **define
-    )
+    flags.DEFINE_integer("latency_sentences", 100, "Sent one at a time (0: all).", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
     flags.DEFINE_integer("repeats", 3, "Fresh processes per whole-process figure.", **define)
     flags.DEFINE_float("reference_seconds", None, "A whole-process time to compare.", **define)
     flags.DEFINE_list("translate_flags", [], "More pipelines.translate flags.", **define)
     # A fresh export process (what `exports` runs, and `benchmarks.compare` too).
     flags.DEFINE_string("child_saved_model", None, "Time this export in this process.", **define)
-    flags.DEFINE_string("latency_input", None, "The child's sentences sent one a time.", **define)
-    flags.DEFINE_string("throughput_input", None, "The child's batched sentences.", **define)
-    flags.DEFINE_string("output", None, "Where the child writes its translations.", **define)
+    define_child_flags(flag_values)
 
 
 def export_child(options):
-    """A fresh process's figures of an export (`time_translator`'s, a second batched
-    pass, and the import, load and warm-up times)."""
+    """A fresh process's figures of an export (`time_fresh_process`'s, the warm-up
+    requests' seconds and a second batched pass)."""
     import tensorflow  # noqa: F401
     import tensorflow_text  # noqa: F401
 
     from convs2s_tf.inference import open_saved_model
 
-    imported = time.perf_counter()
-    translator = open_saved_model(options.child_saved_model)
-    loaded = time.perf_counter()
-    figures = time_translator(
-        translator,
-        options.latency_input,
-        options.throughput_input,
-        options.output,
-        options.batch_size,
+    translator, figures = time_fresh_process(
+        lambda: open_saved_model(options.child_saved_model), options, _START
     )
     sentences = read_lines(options.throughput_input)
     start = time.perf_counter()
     translate_in_batches(translator, sentences, options.batch_size)
     second_pass = len(sentences) / (time.perf_counter() - start)
     figures.update(
-        import_seconds=round(imported - _START, 3),
-        load_seconds=round(loaded - imported, 3),
         warmup_seconds=round(getattr(translator, "warmup_seconds", 0.0), 3),
         batch_second_pass_sentences_per_sec=round(second_pass, 2),
     )
     return figures
 
 
-def child_command(saved_model, latency_input, throughput_input, output, batch_size):
-    """The fresh process timing `saved_model` (its last stdout line: the figures)."""
-    return [
-        sys.executable,
-        "-m",
-        "benchmarks.translate_speed",
-        f"--child_saved_model={saved_model}",
-        f"--latency_input={latency_input}",
-        f"--throughput_input={throughput_input}",
-        f"--output={output}",
-        f"--batch_size={batch_size}",
-    ]
-
-
-class TestSplit:
-    """The run's test sentences and references, in corpus and length order."""
-
-    def __init__(self, options, work_dir):
-        from convs2s_tf.data.data_directory import PreparedData
-        from convs2s_tf.runs import RunDirectory
-
-        run = RunDirectory(options.model_dir)
-        paths = PreparedData.load(run.data_dir(run.read_config())).split_paths("test")
-        limit = options.sentences or None
-        self.sources, self.references = (read_lines(path)[:limit] for path in paths)
-        self.order = length_order([len(sentence) for sentence in self.sources])
-        self.sorted = [self.sources[i] for i in self.order]
-        self.first = self.sources[: options.latency_sentences or None]
-        self.path = write_lines(os.path.join(work_dir, "source.txt"), self.sources)
-        self.first_path = write_lines(os.path.join(work_dir, "first.txt"), self.first)
-        self.sorted_path = write_lines(os.path.join(work_dir, "sorted.txt"), self.sorted)
-
-    def bleu(self, sorted_translations):
-        from convs2s_tf.evaluation import corpus_scores
-
-        restored = [None] * len(self.order)
-        for translation, index in zip(sorted_translations, self.order):
-            restored[index] = translation
-        return round(corpus_scores(restored, self.references)["bleu"], 2)
+def time_export(saved_model, split, output, batch_size):
+    """`export_child`'s figures of `saved_model` on `split`, from a fresh process."""
+    module, export = "benchmarks.translate_speed", f"--child_saved_model={saved_model}"
+    return last_json(run_timed(child_command(module, split, output, batch_size, export))[1])
 
 
 def in_process(options, split):
@@ -205,16 +148,13 @@ def in_process(options, split):
             rate = len(split.sorted) / (time.perf_counter() - start)
             results[f"{variant}_sentences_per_sec_{name}"] = round(rate, 1)
             print(f"in process {variant} {name}: {rate:.1f} sentences/s", flush=True)
-        results[f"{variant}_bleu_beam5"] = split.bleu(translations)
+        results[f"{variant}_bleu_beam5"] = split.scores(translations)["bleu"]
         request_milliseconds(translator, split.first)  # each source length compiled once
         times = request_milliseconds(translator, split.first)
         results[f"{variant}_latency_ms_batch1"] = round(sum(times) / len(times), 2)
         print(f"in process {variant} beam5 batch 1: {sum(times) / len(times):.2f} ms", flush=True)
-    for metric, better in (
-        ("sentences_per_sec_beam5", max),
-        ("sentences_per_sec_greedy", max),
-        ("latency_ms_batch1", min),
-    ):
+    bests = (("sentences_per_sec_beam5", max), ("sentences_per_sec_greedy", max))
+    for metric, better in (*bests, ("latency_ms_batch1", min)):
         measured = {variant: results[f"{variant}_{metric}"] for variant in options.variants}
         if measured:
             best = better(measured, key=measured.get)
@@ -227,19 +167,16 @@ def exports(options, split, work_dir):
     paths = {}
     for name in options.exports:
         path = os.path.join(work_dir, "exports", name)
-        command = [sys.executable, "-m", "pipelines.export", f"--model_dir={options.model_dir}"]
-        seconds = run_timed(command + [f"--export_dir={path}", *EXPORTS[name]])[0]
+        seconds = export_seconds(options.model_dir, path, *EXPORTS[name])
         paths[name] = (path, round(seconds, 2))
     if options.saved_model:
         paths["given"] = (options.saved_model, None)
     results = {}
-    for name, (path, export_seconds) in paths.items():
+    for name, (path, seconds) in paths.items():
         output = os.path.join(work_dir, f"{name}.txt")
-        command = child_command(
-            path, split.first_path, split.sorted_path, output, options.batch_size
-        )
-        figures = last_json(run_timed(command)[1])
-        figures.update(export_seconds=export_seconds, bleu=split.bleu(read_lines(output)))
+        figures = time_export(path, split, output, options.batch_size)
+        bleu = split.scores(read_lines(output))["bleu"]
+        figures.update(export_seconds=seconds, bleu=bleu)
         print(f"export {name} (fresh process): {json.dumps(figures)}", flush=True)
         results[name] = figures
     return results
@@ -249,9 +186,7 @@ def whole_process(options, split, work_dir):
     """The `whole_process` part: medians, their breakdown and the in-process phases."""
 
     def median_seconds(arguments):
-        return statistics.median(
-            run_timed([sys.executable, *arguments])[0] for _ in range(options.repeats)
-        )
+        return statistics.median(run_python(*arguments)[0] for _ in range(options.repeats))
 
     def translate_seconds(lines, name):
         source = write_lines(os.path.join(work_dir, f"{name}.txt"), lines)
@@ -263,7 +198,8 @@ def whole_process(options, split, work_dir):
     empty = translate_seconds([], "empty")
     one = translate_seconds(split.sources[:1], "one")
     whole = translate_seconds(split.sources, "all")
-    phases = last_json(run_timed([sys.executable, "-c", _PHASES, options.model_dir, split.path])[1])
+    all_lines = os.path.join(work_dir, "all.txt")  # what translate_seconds wrote
+    phases = last_json(run_python("-c", _PHASES, options.model_dir, all_lines)[1])
     results = {
         "repeats": options.repeats,
         "one_sentence_seconds": round(one, 2),
@@ -300,7 +236,8 @@ def run(options):
         if set(chosen) - set(known):
             raise app.UsageError(f"Unknown --{name} {sorted(set(chosen) - set(known))}.")
     with tempfile.TemporaryDirectory() as work_dir:
-        split = TestSplit(options, work_dir)
+        prepared = run_prepared_data(options.model_dir)
+        split = TestSplit(prepared, work_dir, options.sentences, options.latency_sentences)
         line = {"cpu": cpu_description(), "sentences": len(split.sources)}
         line.update(batch_size=options.batch_size, latency_sentences=len(split.first))
         print(f"{options.model_dir}: {len(split.sources)} test sentences", flush=True)
@@ -313,11 +250,5 @@ def run(options):
     print(json.dumps(line))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

@@ -4,31 +4,19 @@ use instead: a small fairseq Transformer served by CTranslate2. One machine, one
     python -m benchmarks.compare.ctranslate2 [--model_dir=runs/multi30k_en_de] \\
         [--work_dir=runs/compare_ctranslate2] [--train_minutes=58] [--seed=1]
 
-Needs the `benchmark` extra (fairseq, PyTorch, CTranslate2). Steps, each skipped when its
-output is already in --work_dir (so an interrupted comparison resumes):
-
-1. the Transformer (`RECIPE`, below) trained by fairseq-train on the run's prepared
-   training and validation splits, written as the run's SentencePiece pieces, for at
-   most --train_minutes, then the average of its last 10 epoch checkpoints;
-2. that model converted by CTranslate2's fairseq converter, in float32 and int8;
-3. this project's exports of --model_dir (`pipelines.export`, default speed flags):
-   float32, bfloat16 and int8 weights (`--int8_weights`), each without and with the
-   run's shortlist (built first by `pipelines.build_shortlist` if the run has none);
-4. each of the eight translators in a fresh process (this module's `--child_model` for
-   CTranslate2, `benchmarks.translate_speed`'s export process), beam 5, on the test
-   split: load, batch 1 over the first --latency_sentences (mean ms, and again warm),
-   batches of --batch_size sorted by length (sentences/s, the first pass), peak memory;
-   then sacreBLEU (and the lowercased `intl` flavour) and chrF of its batched
-   translations, and its size on disk.
-
-Prints a table naming the CPU, then one JSON line. About 75 minutes on 2 cores (the
-training is most of it); run it alone on the machine.
-
-The Transformer (`RECIPE`): 4 + 4 layers, 128 wide, 4 heads, feed-forward 256, one
-embedding table for source, target and output (the shape of the best published
-text-only Multi30k result) with its usual recipe; a checkpoint every epoch, the model the
-average of the last 10; trained for at most the given minutes or until the validation
-loss has not improved for 10 epochs.
+Needs the `benchmark` extra. Steps, each skipped when its output is in --work_dir (an
+interrupted comparison resumes): 1. the Transformer of `RECIPE` (4 + 4 layers, 128 wide,
+4 heads, feed-forward 256, one shared embedding: the shape of the best published
+text-only Multi30k result) trained by fairseq-train on the run's prepared data as its
+SentencePiece pieces, for at most --train_minutes or until 10 epochs without a better
+validation loss, then its last 10 epoch checkpoints averaged; 2. that model converted by
+CTranslate2 in float32 and int8; 3. this project's exports of --model_dir (`EXPORTS`:
+float32, bfloat16 and int8 weights, each without and with the run's shortlist, built
+first if missing); 4. each translator in a fresh process (`benchmarks.translate_speed`'s
+for the exports), beam 5, on the test split: load, batch 1 over the first
+--latency_sentences (then warm), batches of --batch_size sorted by length, peak memory,
+BLEU and chrF, size on disk. Prints a table naming the CPU, then one JSON line. About 75
+minutes on 2 cores; run it alone on the machine.
 """
 
 import time
@@ -39,30 +27,33 @@ import glob  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import sys  # noqa: E402
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     ROOT,
-    child_env,
+    TestSplit,
+    child_command,
     cpu_description,
-    in_corpus_order,
+    define_child_flags,
+    directory_bytes,
+    export_seconds,
     last_json,
-    length_order,
+    main,
     read_lines,
+    run_prepared_data,
+    run_python,
     run_timed,
-    time_translator,
-    write_lines,
+    time_fresh_process,
 )
 from benchmarks.compare.fairseq_tools import (  # noqa: E402
     environment,
-    fairseq_command,
+    fairseq_train_command,
     parameters,
     progress_lines,
     write_data,
 )
-from benchmarks.translate_speed import child_command  # noqa: E402
+from benchmarks.translate_speed import time_export  # noqa: E402
 
 # This project's exports: name -> pipelines.export flags.
 EXPORTS = {
@@ -77,31 +68,19 @@ EXPORTS = {
 CTRANSLATE2_MODELS = {"transformer_ct2_float32": "float32", "transformer_ct2_int8": "int8"}
 
 # fairseq-train's options for the model and its optimisation (see the module docstring).
+# fmt: off
 RECIPE = (
-    "--arch=transformer",
-    "--encoder-layers=4",
-    "--decoder-layers=4",
-    "--encoder-embed-dim=128",
-    "--decoder-embed-dim=128",
-    "--encoder-ffn-embed-dim=256",
-    "--decoder-ffn-embed-dim=256",
-    "--encoder-attention-heads=4",
-    "--decoder-attention-heads=4",
-    "--share-all-embeddings",
-    "--dropout=0.3",
-    "--optimizer=adam",
-    "--adam-betas=(0.9, 0.98)",
-    "--lr=0.005",
-    "--lr-scheduler=inverse_sqrt",
-    "--warmup-updates=2000",
-    "--warmup-init-lr=1e-07",
-    "--weight-decay=0.0",
-    "--clip-norm=0.0",
-    "--criterion=label_smoothed_cross_entropy",
-    "--label-smoothing=0.1",
-    "--max-tokens=4096",
-    "--patience=10",
+    "--arch=transformer", "--encoder-layers=4", "--decoder-layers=4",
+    "--encoder-embed-dim=128", "--decoder-embed-dim=128",
+    "--encoder-ffn-embed-dim=256", "--decoder-ffn-embed-dim=256",
+    "--encoder-attention-heads=4", "--decoder-attention-heads=4",
+    "--share-all-embeddings", "--dropout=0.3",
+    "--optimizer=adam", "--adam-betas=(0.9, 0.98)", "--lr=0.005", "--lr-scheduler=inverse_sqrt",
+    "--warmup-updates=2000", "--warmup-init-lr=1e-07", "--weight-decay=0.0", "--clip-norm=0.0",
+    "--criterion=label_smoothed_cross_entropy", "--label-smoothing=0.1",
+    "--max-tokens=4096", "--patience=10",
 )
+# fmt: on
 AVERAGED_CHECKPOINTS = 10
 AVERAGED_NAME = "averaged.pt"
 _EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt$")
@@ -130,10 +109,8 @@ def define_flags(flag_values=flags.FLAGS):
     compute_types = ["float32", "int8", "int8_float32"]
     flags.DEFINE_enum("compute_type", "float32", compute_types, "Its compute.", **define)
     flags.DEFINE_string("sentencepiece_model", None, "The child's pieces' model.", **define)
-    flags.DEFINE_string("latency_input", None, "The child's sentences one a time.", **define)
-    flags.DEFINE_string("throughput_input", None, "The child's batched sentences.", **define)
-    flags.DEFINE_string("output", None, "Where the child's translations go.", **define)
     flags.DEFINE_integer("max_length", 200, "Most target pieces (max_len_b).", **define)
+    define_child_flags(flag_values)
 
 
 class TextTranslator:
@@ -159,37 +136,23 @@ class TextTranslator:
 
 
 def ctranslate2_child(options):
-    """A fresh process's figures of a CTranslate2 model (`time_translator`'s keys, as an
+    """A fresh process's figures of a CTranslate2 model (`time_fresh_process`'s, as an
     export's): loaded on the CPU, one translation at a time on --threads threads."""
     import ctranslate2
     import sentencepiece as spm
 
-    imported = time.perf_counter()
-    translator = TextTranslator(
-        ctranslate2.Translator(
+    def load():
+        translator = ctranslate2.Translator(
             options.child_model,
             device="cpu",
             compute_type=options.compute_type,
             inter_threads=1,
             intra_threads=options.threads,
-        ),
-        spm.SentencePieceProcessor(model_file=options.sentencepiece_model),
-        max_length=options.max_length,
-        batch_size=options.batch_size,
-    )
-    loaded = time.perf_counter()
-    figures = time_translator(
-        translator,
-        options.latency_input,
-        options.throughput_input,
-        options.output,
-        options.batch_size,
-    )
-    return dict(
-        figures,
-        import_seconds=round(imported - _START, 3),
-        load_seconds=round(loaded - imported, 3),
-    )
+        )
+        processor = spm.SentencePieceProcessor(model_file=options.sentencepiece_model)
+        return TextTranslator(translator, processor, 5, options.max_length, options.batch_size)
+
+    return time_fresh_process(load, options, _START)[1]
 
 
 def train_transformer_recipe(data_bin, languages, save_dir, minutes, seed, threads, max_epochs=0):
@@ -200,21 +163,16 @@ def train_transformer_recipe(data_bin, languages, save_dir, minutes, seed, threa
     Raises:
         CommandError: fairseq-train failed.
     """
-    command = fairseq_command(
-        "train",
+    command = fairseq_train_command(
         data_bin,
-        f"--source-lang={languages[0]}",
-        f"--target-lang={languages[1]}",
+        languages,
         *RECIPE,
         f"--stop-time-hours={minutes / 60.0}",
         f"--max-epoch={max_epochs}",
         f"--seed={seed}",
         f"--save-dir={save_dir}",
         f"--keep-last-epochs={AVERAGED_CHECKPOINTS}",
-        "--cpu",
-        "--no-progress-bar",
-        "--log-format=simple",
-        "--log-interval=50",
+        log_interval=50,
     )
     seconds, stdout, stderr = run_timed(command, save_dir, environment(threads))
     log = stdout + stderr
@@ -271,18 +229,6 @@ def training_summary(log):
     }
 
 
-def _directory_mb(path):
-    total = 0
-    for folder, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(folder, name)) for name in files)
-    return round(total / 2**20, 1)
-
-
-def _run(arguments):
-    """`python ARGUMENTS...` (this interpreter) from the repository root; its stdout."""
-    return run_timed([sys.executable, *arguments], ROOT, child_env(KERAS_BACKEND="tensorflow"))[1]
-
-
 def train_transformer(options, prepared, work_dir):
     """Step 1: the averaged Transformer's checkpoint, its data directory and a summary of
     its training (read back from its console when it was trained before)."""
@@ -295,15 +241,8 @@ def train_transformer(options, prepared, work_dir):
     if not os.path.isfile(averaged):
         os.makedirs(save_dir, exist_ok=True)
         print(f"training the Transformer for {options.train_minutes:g} minutes", flush=True)
-        log, seconds = train_transformer_recipe(
-            data_bin,
-            languages,
-            save_dir,
-            options.train_minutes,
-            options.seed,
-            options.threads,
-            max_epochs=options.max_epochs,
-        )
+        settings = (options.train_minutes, options.seed, options.threads, options.max_epochs)
+        log, seconds = train_transformer_recipe(data_bin, languages, save_dir, *settings)
         _, epochs = average(save_dir)
         summary = dict(training_summary(log), wall_seconds=round(seconds), averaged_epochs=epochs)
         with open(os.path.join(save_dir, "summary.json"), "w", encoding="utf-8") as f:
@@ -322,19 +261,17 @@ def convert(options, checkpoint, data_bin, languages, work_dir):
         if not os.path.isfile(os.path.join(path, "model.bin")):
             # fairseq checkpoints hold its configuration objects, which only a full
             # unpickling reads; this one was trained by this benchmark, so it is trusted.
-            _run(
-                [
-                    "-m",
-                    "ctranslate2.converters.fairseq",
-                    f"--model_path={checkpoint}",
-                    f"--data_dir={data_bin}",
-                    f"--source_lang={languages[0]}",
-                    f"--target_lang={languages[1]}",
-                    f"--output_dir={path}",
-                    f"--quantization={quantization}",
-                    "--unsafe_deserialization",
-                    "--force",
-                ]
+            run_python(
+                "-m",
+                "ctranslate2.converters.fairseq",
+                f"--model_path={checkpoint}",
+                f"--data_dir={data_bin}",
+                f"--source_lang={languages[0]}",
+                f"--target_lang={languages[1]}",
+                f"--output_dir={path}",
+                f"--quantization={quantization}",
+                "--unsafe_deserialization",
+                "--force",
             )
         paths[name] = path
     return paths
@@ -347,51 +284,22 @@ def export(options, work_dir):
     names = [name for name in EXPORTS if name in options.translators]
     shortlisted = any("--shortlist" in EXPORTS[name] for name in names)
     if shortlisted and not os.path.isfile(shortlist_path(options.model_dir)):
-        _run(["-m", "pipelines.build_shortlist", f"--model_dir={options.model_dir}"])
+        run_python("-m", "pipelines.build_shortlist", f"--model_dir={options.model_dir}")
     paths = {}
     for name in names:
         base = os.path.join(work_dir, "exports", name)
         if not os.path.isdir(base):
-            command = ["-m", "pipelines.export", f"--model_dir={options.model_dir}"]
-            _run(command + [f"--export_dir={base}", *EXPORTS[name]])
+            export_seconds(options.model_dir, base, *EXPORTS[name])
         versions = sorted(entry for entry in os.listdir(base) if entry.isdigit())
         paths[name] = os.path.join(base, versions[-1])
     return paths
 
 
-class TestSplit:
-    """The test split's sources and references, and the inputs every translator gets:
-    the first --latency_sentences, and every sentence sorted by length in pieces (as
-    fairseq forms batches), whose translations go back to corpus order."""
-
-    def __init__(self, options, prepared, work_dir):
-        import sentencepiece as spm
-
-        self.sources, self.references = (
-            read_lines(path)[: options.sentences or None] for path in prepared.split_paths("test")
-        )
-        processor = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path)
-        self.order = length_order([len(pieces) for pieces in processor.encode(self.sources)])
-        first = self.sources[: options.latency_sentences]
-        self.latency_input = write_lines(os.path.join(work_dir, "first.txt"), first)
-        ordered = [self.sources[i] for i in self.order]
-        self.throughput_input = write_lines(os.path.join(work_dir, "sorted.txt"), ordered)
-
-
-def measure(name, command, output, model_path, split):
-    """Step 4 for one translator: the figures of its fresh process (`command`, writing
-    its translations to `output`), its scores and its size."""
-    from convs2s_tf.evaluation.bleu import corpus_scores
-
-    figures = last_json(run_timed(command, ROOT, child_env(KERAS_BACKEND="tensorflow"))[1])
-    translations = in_corpus_order(read_lines(output), split.order)
-    scores = corpus_scores(translations, split.references)
-    figures.update(
-        bleu=round(scores["bleu"], 2),
-        bleu_lowercase_intl=round(scores["bleu_lowercase_intl"], 2),
-        chrf=round(scores["chrf"], 2),
-        size_mb=_directory_mb(model_path),
-    )
+def scored(name, figures, output, model_path, split):
+    """Step 4 for one translator: the figures of its fresh process, with the scores of its
+    translations (in `output`) and its size."""
+    figures.update(split.scores(read_lines(output)))
+    figures["size_mb"] = round(directory_bytes(model_path) / 2**20, 1)
     print(f"{name}: {json.dumps(figures)}", flush=True)
     return figures
 
@@ -419,55 +327,42 @@ def table(options, results, cpu):
 
 def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
+    import sentencepiece as spm
+
     if options.child_model:
         print(json.dumps(ctranslate2_child(options)))
         return
-    from convs2s_tf.data.data_directory import PreparedData
-    from convs2s_tf.runs import RunDirectory
-
-    run_directory = RunDirectory(options.model_dir)
-    data_dir = run_directory.data_dir(run_directory.read_config())
-    if not data_dir:
-        raise app.UsageError(f"{options.model_dir} names no prepared data directory.")
-    prepared = PreparedData.load(data_dir)
+    prepared = run_prepared_data(options.model_dir)
     work_dir = options.work_dir
     os.makedirs(os.path.join(work_dir, "translations"), exist_ok=True)
     cpu = cpu_description()
     checkpoint, data_bin, training = train_transformer(options, prepared, work_dir)
     print(f"Transformer: {json.dumps(training)}", flush=True)
     languages = (prepared.source_lang, prepared.target_lang)
-    split = TestSplit(options, prepared, work_dir)
-    inputs = (split.latency_input, split.throughput_input)
+    pieces = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path).encode
+    limits = (options.sentences, options.latency_sentences)
+    split = TestSplit(prepared, work_dir, *limits, lambda sentence: len(pieces(sentence)))
     results = {}
     for name, path in convert(options, checkpoint, data_bin, languages, work_dir).items():
         output = os.path.join(work_dir, "translations", name + ".txt")
-        command = [
-            sys.executable,
-            "-m",
+        command = child_command(
             "benchmarks.compare.ctranslate2",
+            split,
+            output,
+            options.batch_size,
             f"--child_model={path}",
             f"--compute_type={CTRANSLATE2_MODELS[name]}",
             f"--sentencepiece_model={prepared.sentencepiece_model_path}",
             f"--threads={options.threads}",
-            f"--latency_input={inputs[0]}",
-            f"--throughput_input={inputs[1]}",
-            f"--output={output}",
-            f"--batch_size={options.batch_size}",
-        ]
-        results[name] = measure(name, command, output, path, split)
+        )
+        results[name] = scored(name, last_json(run_timed(command)[1]), output, path, split)
     for name, path in export(options, work_dir).items():
         output = os.path.join(work_dir, "translations", name + ".txt")
-        command = child_command(path, *inputs, output, options.batch_size)
-        results[name] = measure(name, command, output, path, split)
+        figures = time_export(path, split, output, options.batch_size)
+        results[name] = scored(name, figures, output, path, split)
     print(table(options, results, cpu))
     print(json.dumps({"cpu": cpu, "transformer": training, "translators": results}))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

@@ -3,53 +3,39 @@
     python -m benchmarks.compare.fairseq --model_dir=runs/multi30k_en_de \\
         [--data_dir=...] [--sentences=N] [--latency_sentences=100] [--skip=whole_process,...]
 
-Exports the run to fairseq (`convs2s_tf.interop.fairseq_export`) in a temporary
-directory, so both systems translate with the same weights, and times, on the test split
-(test_2016_flickr for Multi30k: 1,000 sentences), with the same search (beam 5 and
-fairseq's other defaults unless the flags say otherwise):
-
-* `generate`: fairseq-generate on the split binarised by fairseq-preprocess (SentencePiece
-  pieces as tokens, the exported dictionaries), batches of --batch_size and batch 1 over
-  the first --latency_sentences; times by fairseq's own timer (its search calls alone);
-* `in_process`: this project's translator in this process (`pipelines.translate`'s and
-  `evaluate`'s, loaded with warm-up as `open_translator` does: its float32 buckets
-  compiled; then one untimed request), batches of --batch_size sorted by length as
-  fairseq sorts them (order restored), per --in_process_dtypes; batch 1 over the first
-  --latency_sentences (float32);
-* `saved_model`: `pipelines.export` with default speed flags, then a fresh process
-  (`benchmarks.translate_speed`'s): load time, batch 1 over the first --latency_sentences
-  (first request included), the same again (warm), and batches of --batch_size over the
-  split, first pass counted;
-* `whole_process`: wall time of `python -m pipelines.translate --model_dir=RUN` against
-  fairseq-interactive (`--bpe sentencepiece`, raw text in both; its batch as translate's
-  default, its buffer the whole input) on the split, and on its first sentence alone; and
-  the time each takes to import its command-line module.
-
-How many translations agree is counted (fairseq against this project, same model). The
-table gives each ratio (> 1: this project is faster) and the CPU; the last line is JSON.
+The run is exported to fairseq (`convs2s_tf.interop.fairseq_export`), so both systems
+translate the test split with the same weights and search (beam 5). Parts: `generate`
+(fairseq-generate on the split binarised with the exported dictionaries, batches of
+--batch_size and batch 1 over the first --latency_sentences, by fairseq's own timer);
+`in_process` (this project's translator, per --in_process_dtypes, the same batches sorted
+by length as fairseq sorts them, and batch 1); `saved_model` (`pipelines.export`, then a
+fresh process as `benchmarks.translate_speed` times one); `whole_process`
+(`pipelines.translate` against fairseq-interactive on raw text, the split and its first
+sentence, and each command's import). Counts the identical translations; prints a table
+of the ratios (> 1: this project faster) naming the CPU, then one JSON line.
 """
 
 import json
 import os
-import sys
 import tempfile
 import time
 
 from absl import app, flags
 
 from benchmarks import (
-    ROOT,
-    child_env,
+    TestSplit,
+    export_seconds,
     in_corpus_order,
-    last_json,
-    length_order,
+    main,
     read_lines,
-    run_timed,
+    request_milliseconds,
+    run_prepared_data,
+    run_python,
     translate_in_batches,
     write_lines,
 )
 from benchmarks.compare import fairseq_tools
-from benchmarks.translate_speed import child_command
+from benchmarks.translate_speed import time_export
 
 PARTS = ("generate", "in_process", "saved_model", "whole_process")
 
@@ -82,11 +68,6 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def run_project(*arguments):
-    """Runs `python ARGUMENTS...` from the repository root; returns `run_timed`'s result."""
-    return run_timed([sys.executable, *arguments], ROOT, child_env())
-
-
 class Comparison:
     """The test split, the run's fairseq export, and what is measured on them.
 
@@ -95,22 +76,11 @@ class Comparison:
         translations: Each system's translations of the split, in corpus order.
     """
 
-    def __init__(self, options, work_dir, export, sources, references, search_config):
-        import sentencepiece as spm
-
-        self.options = options
-        self.work_dir = work_dir
-        self.export = export
-        self.sources = sources
-        self.references = references
-        self.search_config = search_config
-        self.batch_size = self.options.batch_size
-        self.processor = spm.SentencePieceProcessor(model_file=export.sentencepiece_model)
-        lengths = [len(pieces) for pieces in self.processor.encode(sources)]
-        # Shortest first, as fairseq's ordered_indices (a stable sort by length).
-        self.order = length_order(lengths)
-        self.first = sources[: self.options.latency_sentences]
-        self.results = {"sentences": len(sources), "latency_sentences": len(self.first)}
+    def __init__(self, options, work_dir, export, split, search_config):
+        self.options, self.work_dir, self.export = options, work_dir, export
+        self.split, self.sources, self.search_config = split, split.sources, search_config
+        self.batch_size = options.batch_size
+        self.results = {"sentences": len(split.sources), "latency_sentences": len(split.first)}
         self.translations = {}
 
     def path(self, name):
@@ -119,41 +89,34 @@ class Comparison:
     def search_flags(self):
         """This project's flags for the compared search."""
         config = self.search_config
-        return [
-            f"--beam_size={config.beam_size}",
-            f"--max_len_a={config.max_len_a}",
-            f"--max_len_b={config.max_len_b}",
-        ]
+        names = ("beam_size", "max_len_a", "max_len_b")
+        return [f"--{name}={getattr(config, name)}" for name in names]
 
     def _write_pieces(self, name, count):
         """Writes the first `count` pairs as pieces (fairseq's tokens); returns the prefix."""
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor(model_file=self.export.sentencepiece_model)
         prefix = self.path(f"pieces_{name}")
         languages = (self.export.source_lang, self.export.target_lang)
-        for language, texts in zip(languages, (self.sources, self.references)):
-            pieces = self.processor.encode(texts[:count], out_type=str)
+        for language, texts in zip(languages, (self.split.sources, self.split.references)):
+            pieces = processor.encode(texts[:count], out_type=str)
             write_lines(f"{prefix}.{language}", [" ".join(line) for line in pieces])
         return prefix
 
     def measure_generate(self):
         """fairseq-generate at --batch_size over the split and at batch 1."""
-        prefixes = [
-            self._write_pieces("all", len(self.sources)),
-            self._write_pieces("first", len(self.first)),
-        ]
+        count, latency = len(self.sources), len(self.split.first)
+        prefixes = [self._write_pieces("all", count), self._write_pieces("first", latency)]
         data_bin = self.path("data_bin")
         fairseq_tools.preprocess(self.export, prefixes, data_bin, self.work_dir)
         # fairseq-preprocess names the subsets of --testpref test, test1, ...
+        arguments = (self.export, data_bin)
         batched = fairseq_tools.generate(
-            self.export,
-            data_bin,
-            "test",
-            len(self.sources),
-            self.options.batch_size,
-            self.search_config,
-            self.work_dir,
+            *arguments, "test", count, self.batch_size, self.search_config, self.work_dir
         )
         single = fairseq_tools.generate(
-            self.export, data_bin, "test1", len(self.first), 1, self.search_config, self.work_dir
+            *arguments, "test1", latency, 1, self.search_config, self.work_dir
         )
         self.results.update(
             fairseq_batch_sentences_per_sec=batched.sentences_per_second,
@@ -168,66 +131,42 @@ class Comparison:
 
         for dtype in self.options.in_process_dtypes:
             search_config = self.search_config.replace(dtype=dtype)
-            translator = load_inference_model(
-                self.options.model_dir, search_config=search_config
-            ).translator()
-            translator.translate(self.first[:1])  # untimed, as an export's warm-up
-            ordered = [self.sources[index] for index in self.order]
+            loaded = load_inference_model(self.options.model_dir, search_config=search_config)
+            translator = loaded.translator()
+            translator.translate(self.split.first[:1])  # untimed, as an export's warm-up
             start = time.perf_counter()
-            translations = translate_in_batches(translator, ordered, self.options.batch_size)
-            seconds = time.perf_counter() - start
-            self.results[f"in_process_{dtype}_batch_sentences_per_sec"] = round(
-                len(ordered) / seconds, 2
-            )
-            self.translations[f"in-process {dtype}"] = in_corpus_order(translations, self.order)
+            translations = translate_in_batches(translator, self.split.sorted, self.batch_size)
+            rate = len(self.sources) / (time.perf_counter() - start)
+            self.results[f"in_process_{dtype}_batch_sentences_per_sec"] = round(rate, 2)
+            restored = in_corpus_order(translations, self.split.order)
+            self.translations[f"in-process {dtype}"] = restored
             if dtype == "float32":
-                start = time.perf_counter()
-                for sentence in self.first:
-                    translator.translate([sentence])
-                milliseconds = 1000.0 * (time.perf_counter() - start) / len(self.first)
-                self.results["in_process_float32_batch1_ms"] = round(milliseconds, 2)
+                times = request_milliseconds(translator, self.split.first)
+                self.results["in_process_float32_batch1_ms"] = round(sum(times) / len(times), 2)
 
     def measure_saved_model(self):
         """`pipelines.export` with default speed flags, timed in a fresh process."""
         export_dir = self.path("saved_model")
-        seconds, _, _ = run_project(
-            "-m",
-            "pipelines.export",
-            f"--model_dir={self.options.model_dir}",
-            f"--export_dir={export_dir}",
-            *self.search_flags(),
-        )
+        seconds = export_seconds(self.options.model_dir, export_dir, *self.search_flags())
         output = self.path("saved_model_translations.txt")
-        first = write_lines(self.path("first.txt"), self.first)
-        ordered = write_lines(self.path("sorted.txt"), [self.sources[i] for i in self.order])
-        command = child_command(export_dir, first, ordered, output, self.options.batch_size)
-        timings = last_json(run_timed(command)[1])
+        timings = time_export(export_dir, self.split, output, self.batch_size)
         self.results["saved_model_export_seconds"] = round(seconds, 2)
         self.results.update({f"saved_model_{key}": value for key, value in timings.items()})
-        self.translations["fresh SavedModel"] = in_corpus_order(read_lines(output), self.order)
+        restored = in_corpus_order(read_lines(output), self.split.order)
+        self.translations["fresh SavedModel"] = restored
 
     def measure_whole_process(self):
         """pipelines.translate against fairseq-interactive, as whole processes."""
-        inputs = {
-            "all": write_lines(self.path("source.txt"), self.sources),
-            "one": write_lines(self.path("one.txt"), self.sources[:1]),
-        }
-        for name, path in inputs.items():
-            count = len(read_lines(path))
+        for name, lines in (("all", self.sources), ("one", self.sources[:1])):
+            path = write_lines(self.path(f"source_{name}.txt"), lines)
             output = self.path(f"translate_{name}.txt")
-            seconds, _, _ = run_project(
-                "-m",
-                "pipelines.translate",
-                f"--model_dir={self.options.model_dir}",
-                f"--input={path}",
-                f"--output={output}",
-                *self.search_flags(),
-            )
-            self.results[f"translate_{name}_seconds"] = round(seconds, 2)
+            command = ["-m", "pipelines.translate", f"--model_dir={self.options.model_dir}"]
+            command += [f"--input={path}", f"--output={output}", *self.search_flags()]
+            self.results[f"translate_{name}_seconds"] = round(run_python(*command)[0], 2)
             fairseq_seconds, fairseq_translations = fairseq_tools.interactive(
                 self.export,
                 path,
-                count,
+                len(lines),
                 self.options.interactive_batch_size,
                 self.search_config,
                 self.work_dir,
@@ -246,29 +185,16 @@ class Comparison:
             ("translate", "pipelines.translate"),
             ("interactive", "fairseq_cli.interactive"),
         ):
-            seconds, stdout, _ = run_project(
-                "-c", f"import sys, {module}; print('tensorflow' in sys.modules)"
-            )
+            code = f"import sys, {module}; print('tensorflow' in sys.modules)"
+            seconds, stdout, _ = run_python("-c", code)
             self.results[f"import_{name}_seconds"] = round(seconds, 2)
             self.results[f"import_{name}_loads_tensorflow"] = stdout.strip() == "True"
 
 
-def read_split(options):
-    """The source and reference lines of --split, limited to --sentences."""
-    from convs2s_tf.data.data_directory import PreparedData
-    from convs2s_tf.runs import RunDirectory
-
-    run = RunDirectory(options.model_dir)
-    data_dir = options.data_dir or run.data_dir(run.read_config())
-    if not data_dir:
-        raise app.UsageError(f"{options.model_dir} names no data_dir: give --data_dir.")
-    source_path, reference_path = PreparedData.load(data_dir).split_paths(options.split)
-    limit = options.sentences or None
-    return read_lines(source_path)[:limit], read_lines(reference_path)[:limit]
-
-
 def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
+    import sentencepiece as spm
+
     from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.interop.fairseq_export import export_run
 
@@ -278,12 +204,16 @@ def run(options):
     search_config = SearchConfig(
         beam_size=options.beam_size, max_len_a=options.max_len_a, max_len_b=options.max_len_b
     ).validate()
-    sources, references = read_split(options)
+    prepared = run_prepared_data(options.model_dir, options.data_dir)
     with tempfile.TemporaryDirectory() as temporary:
         work_dir = options.work_dir or temporary
         os.makedirs(work_dir, exist_ok=True)
         export = export_run(options.model_dir, os.path.join(work_dir, "fairseq"))
-        comparison = Comparison(options, work_dir, export, sources, references, search_config)
+        processor = spm.SentencePieceProcessor(model_file=export.sentencepiece_model)
+        limits = (options.sentences, options.latency_sentences)
+        pieces = processor.encode  # fairseq sorts by length in pieces
+        split = TestSplit(prepared, work_dir, *limits, lambda s: len(pieces(s)), options.split)
+        comparison = Comparison(options, work_dir, export, split, search_config)
         print(fairseq_tools.header(options.model_dir, export, comparison), flush=True)
         for part in PARTS:
             if part not in options.skip:
@@ -293,11 +223,5 @@ def run(options):
     print(json.dumps(fairseq_tools.summary(comparison)))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

@@ -1,13 +1,8 @@
-"""What the comparisons with fairseq share: fairseq's command-line tools as they run them
-and their output, fairseq's data written from this project's prepared data, and the
+"""What the comparisons with fairseq share: its command-line tools (`python -m
+fairseq_cli.TOOL`, in this interpreter, on the CPU) and their output, fairseq's data
+written from this project's prepared data (SentencePiece pieces binarised with the
+SentencePiece vocabulary as the dictionary, so the ids are this project's), and the
 report of `benchmarks.compare.fairseq`.
-
-Every tool runs as `python -m fairseq_cli.TOOL` (what the `fairseq-TOOL` scripts call),
-in the interpreter running the benchmark, on the CPU. `fairseq-generate`'s timer covers
-its search calls alone (`task.inference_step`: no loading, batching or printing). fairseq
-trains on the prepared splits written as SentencePiece pieces and binarised by
-fairseq-preprocess with the SentencePiece vocabulary as its dictionary, so its ids, and
-its batches' tokens, are this project's.
 """
 
 import collections
@@ -16,7 +11,7 @@ import re
 import sys
 import types
 
-from benchmarks import CommandError, cpu_description, run_timed
+from benchmarks import CommandError, child_env, cpu_description, read_lines, run_timed, write_lines
 
 # fairseq-generate's summary line (its own timer).
 _TRANSLATED = re.compile(
@@ -28,18 +23,20 @@ _DETOKENIZED = re.compile(r"^D-(\d+)\t[^\t]*\t(.*)$", re.M)
 GenerateResult = collections.namedtuple(
     "GenerateResult", ["sentences_per_second", "wall_seconds", "translations"]
 )
-GenerateResult.__doc__ = """A fairseq-generate run.
-
-Fields:
-    sentences_per_second: By fairseq's own timer (its search calls alone).
-    wall_seconds: The whole process.
-    translations: Detokenised best hypotheses, in corpus order.
-"""
+# sentences_per_second: fairseq's own timer (its search calls alone, `task.inference_step`).
 
 
 def fairseq_command(tool, *arguments):
     """`python -m fairseq_cli.TOOL ARGUMENTS...` in this interpreter."""
     return [sys.executable, "-m", f"fairseq_cli.{tool}", *map(str, arguments)]
+
+
+def fairseq_train_command(data_bin, languages, *arguments, log_interval=10):
+    """`fairseq-train` on `data_bin` for `languages` (source, target) with `arguments`, on
+    the CPU, a progress line every `log_interval` updates (`progress_lines` reads them)."""
+    source, target = (f"--source-lang={languages[0]}", f"--target-lang={languages[1]}")
+    logging = ["--no-progress-bar", "--log-format=simple", f"--log-interval={log_interval}"]
+    return fairseq_command("train", data_bin, source, target, *arguments, "--cpu", *logging)
 
 
 def search_arguments(search_config):
@@ -171,12 +168,7 @@ def progress_lines(log):
 
 def environment(threads):
     """fairseq-train's environment: PyTorch (OpenMP, MKL) on `threads` threads."""
-    return dict(
-        os.environ,
-        OMP_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
-        TF_CPP_MIN_LOG_LEVEL="2",
-    )
+    return child_env(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
 
 def parameters(log):
@@ -216,14 +208,9 @@ def write_data(prepared, work_dir, limit=None, splits=("train",)):
     for split in splits:
         prefix = os.path.join(work_dir, f"{split}_pieces")
         for language, path in zip(languages, prepared.split_paths(split)):
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().split("\n")[:-1][:limit]
-            with open(f"{prefix}.{language}", "w", encoding="utf-8") as f:
-                f.writelines(
-                    " ".join(line) + "\n" for line in processor.encode(lines, out_type=str)
-                )
-        subset = _FAIRSEQ_SUBSETS[split]
-        preprocess(dictionaries, [prefix], data_bin, work_dir, subset=subset)
+            pieces = processor.encode(read_lines(path)[:limit], out_type=str)
+            write_lines(f"{prefix}.{language}", [" ".join(line) for line in pieces])
+        preprocess(dictionaries, [prefix], data_bin, work_dir, subset=_FAIRSEQ_SUBSETS[split])
     return data_bin, len(dictionary)
 
 

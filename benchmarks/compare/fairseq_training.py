@@ -4,36 +4,20 @@ data, same machine, one run.
     python -m benchmarks.compare.fairseq_training [--models=config,iwslt_de_en] \\
         [--dtypes=float32,bfloat16] [--max_tokens=4000] [--steps=100] [--work_dir=DIR]
 
-On the prepared Multi30k en-de data of configs/multi30k_en_de.cfg (prepared first if
-needed) and its SentencePiece BPE, each model of --models (`config`: the config's own
-model, multi30k_cpu with the shared output projection; any other name a preset as it is)
-trains on both systems, in the steady state, start-up and warm-up left out:
-
-* this project: `benchmarks.train_speed`'s measurement in a fresh process per
-  compute dtype of --dtypes (the Trainer's real input pipeline and training step): one
-  untimed epoch (every batch shape traced), then the first --steps updates of the next
-  (0: the whole epoch) timed;
-* fairseq: `fairseq-train` (`python -m fairseq_cli.train`, --cpu, PyTorch on
-  --fairseq_threads threads, its own batching and data loader) on the training split
-  written as SentencePiece pieces and binarised by fairseq-preprocess with the
-  SentencePiece vocabulary as its dictionary (the same ids: the same tokens in both); the
-  model's fairseq architecture with every `fconv` option spelled out (dropout, shared
-  output projection, ...); the config's optimiser (NAG, momentum, rate, clip norm,
-  label-smoothed cross-entropy); the same --max_tokens; float32 (fairseq's CPU mode); no
-  validation, no checkpoints. Its rate is its own figure (`wps`: target tokens over wall
-  time) over the --steps updates after its first --fairseq_warmup_updates (its
-  `train_inner` lines), or with --steps=0 over its whole second epoch (its epoch summary).
-
-Target tokens are the non-pad target tokens, end-of-sentence included, in both (the
-models' parameter counts are printed beside them). Batches are shuffled on both sides, so
-100 updates (three quarters of an epoch) sample the epoch's mix of lengths; the defaults
-take about 11 minutes on 2 cores, --steps=0 about 16. The table gives each rate and the
-ratio (> 1: this project is faster) and names the CPU; the last line is JSON. Run it alone
-on the machine (each side takes the cores it finds), from a clone nobody edits meanwhile.
-
-Its options are fairseq's defaults where the model and the config set nothing (batch
-sizes in multiples of 8 sentences, which leaves out an epoch's last batch when it holds
-fewer: at most 7 of Multi30k's 28,112 pairs).
+On --config's prepared data (prepared first if needed), each model of --models (`config`:
+the config's own model; any other name a preset as it is) trains on both systems in the
+steady state: this project by `benchmarks.train_speed`'s measurement per --dtypes, and
+fairseq-train (--cpu, PyTorch on --fairseq_threads threads, float32) on the training
+split binarised with the SentencePiece vocabulary as its dictionary (the same tokens),
+the model's `fconv` architecture with every option spelled out, the config's optimiser
+and the same --max_tokens, no validation or checkpoints. fairseq's rate is its own `wps`
+over the --steps updates after its first --fairseq_warmup_updates, or with --steps=0 over
+its second epoch. Target tokens are the non-pad target tokens, end-of-sentence included,
+in both; fairseq's other options are its defaults (batches in multiples of 8 sentences,
+which leave out an epoch's last smaller batch). The defaults take about 11 minutes on 2
+cores; run it alone on the machine.
+Prints a table of the rates and ratios (> 1: this project faster) naming the CPU, then
+one JSON line.
 """
 
 import json
@@ -50,13 +34,14 @@ from benchmarks import (
     config_flags,
     cpu_description,
     last_json,
+    main,
     model_config,
     prepared_data,
     run_timed,
 )
 from benchmarks.compare.fairseq_tools import (
     environment,
-    fairseq_command,
+    fairseq_train_command,
     parameters,
     progress_lines,
     write_data,
@@ -66,44 +51,27 @@ from benchmarks.train_speed import variant_command
 # The model options spelled out for fairseq-train, in fairseq's names (`fconv`'s and the
 # translation task's).
 _MODEL_OPTIONS = (
-    "dropout",
-    "encoder_embed_dim",
-    "encoder_layers",
-    "decoder_embed_dim",
-    "decoder_layers",
-    "decoder_out_embed_dim",
-    "decoder_attention",
-    "max_source_positions",
-    "max_target_positions",
-)
+    "dropout encoder_embed_dim encoder_layers decoder_embed_dim decoder_layers "
+    "decoder_out_embed_dim decoder_attention max_source_positions max_target_positions"
+).split()
 
 
 def define_flags(flag_values=flags.FLAGS):
     define = {"flag_values": flag_values}
-    flags.DEFINE_list(
-        "models",
-        [CONFIG_MODEL, "iwslt_de_en"],
-        f"Models to train: {CONFIG_MODEL!r} (configs/multi30k_en_de.cfg's) or preset names.",
-        **define,
-    )
+    models = f"Models to train: {CONFIG_MODEL!r} (--config's) or preset names."
+    flags.DEFINE_list("models", [CONFIG_MODEL, "iwslt_de_en"], models, **define)
     flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "This project's compute dtypes.", **define)
     flags.DEFINE_integer("max_tokens", 4000, "Token budget per batch, both systems.", **define)
-    flags.DEFINE_integer(
-        "steps", 100, "Timed updates per measurement (0: the whole second epoch).", **define
-    )
-    flags.DEFINE_integer(
-        "fairseq_warmup_updates",
-        30,
-        "With --steps: fairseq's untimed updates first (a multiple of --fairseq_log_interval).",
-        **define,
-    )
+    steps = "Timed updates per measurement (0: the whole second epoch)."
+    flags.DEFINE_integer("steps", 100, steps, **define)
+    warmup = "With --steps: fairseq's untimed updates first (a multiple of the log interval)."
+    flags.DEFINE_integer("fairseq_warmup_updates", 30, warmup, **define)
     flags.DEFINE_integer("fairseq_log_interval", 10, "fairseq's --log-interval.", **define)
     threads = os.cpu_count() or 1
     flags.DEFINE_integer("fairseq_threads", threads, "PyTorch's threads in fairseq.", **define)
     flags.DEFINE_string("config", FLAGFILE, "Flagfile of the data, model and optimiser.", **define)
-    flags.DEFINE_string(
-        "work_dir", None, "Keep fairseq's data here (default: temporary).", **define
-    )
+    work_dir = "Keep fairseq's data here (default: temporary)."
+    flags.DEFINE_string("work_dir", None, work_dir, **define)
 
 
 def _rate(intervals, what):
@@ -203,27 +171,14 @@ def training_arguments(training_config, max_tokens):
 
 
 def train_command(data_bin, languages, arguments, steps=0, warmup_updates=0, log_interval=10):
-    """`fairseq-train` on `data_bin` with `arguments` (model and training options), on
-    the CPU, without validation or checkpoints: two epochs (`steps` 0), else
-    `warmup_updates + steps` updates, a progress line every `log_interval` updates."""
-    if steps:
-        length = f"--max-update={warmup_updates + steps}"
-    else:
-        length = "--max-epoch=2"
-    return fairseq_command(
-        "train",
-        data_bin,
-        f"--source-lang={languages[0]}",
-        f"--target-lang={languages[1]}",
-        *arguments,
-        length,
-        "--cpu",
-        "--disable-validation",
-        "--no-save",
-        f"--save-dir={os.path.join(os.path.dirname(data_bin), 'checkpoints')}",
-        "--no-progress-bar",
-        "--log-format=simple",
-        f"--log-interval={log_interval}",
+    """`fairseq-train` on `data_bin` with `arguments` (model and training options), without
+    validation or checkpoints: two epochs (`steps` 0), else `warmup_updates + steps`
+    updates, a progress line every `log_interval` updates."""
+    length = f"--max-update={warmup_updates + steps}" if steps else "--max-epoch=2"
+    save_dir = os.path.join(os.path.dirname(data_bin), "checkpoints")
+    options = [length, "--disable-validation", "--no-save", f"--save-dir={save_dir}"]
+    return fairseq_train_command(
+        data_bin, languages, *arguments, *options, log_interval=log_interval
     )
 
 
@@ -254,15 +209,9 @@ def _row(model, label, figures, fairseq_rate=None):
 
 
 def table(results, cpu):
-    """The comparison's table: per model, fairseq's row, then this project's per compute
-    dtype with its ratio to fairseq (> 1: this project is faster).
-
-    Args:
-        results: `{model: {"fairseq": figures, dtype: figures, ...}}`, figures being
-            `target_tokens_per_sec`, `target_tokens`, `steps` and `seconds` (and, for
-            fairseq, its `architecture`).
-        cpu: The CPU's description.
-    """
+    """The comparison's table: per model of `results` (`{model: {"fairseq": figures,
+    dtype: figures, ...}}`, fairseq's with its `architecture`), fairseq's row, then this
+    project's per compute dtype with its ratio to fairseq (> 1: this project faster)."""
     lines = [
         f"CPU: {cpu}",
         "",
@@ -319,17 +268,12 @@ def run(options):
         os.makedirs(work_dir, exist_ok=True)
         languages = (prepared.source_lang, prepared.target_lang)
         data_bin, vocab_size = write_data(prepared, work_dir)
+        timing = (options.steps, options.fairseq_warmup_updates, options.fairseq_log_interval)
         for model in options.models:
             config = model_config(model, vocab_size, options.config)
+            arguments = model_arguments(config) + training_arguments(training, options.max_tokens)
             figures = train(
-                data_bin,
-                languages,
-                model_arguments(config) + training_arguments(training, options.max_tokens),
-                options.fairseq_threads,
-                work_dir,
-                options.steps,
-                options.fairseq_warmup_updates,
-                options.fairseq_log_interval,
+                data_bin, languages, arguments, options.fairseq_threads, work_dir, *timing
             )
             figures["architecture"] = architecture(config)
             measured = {"fairseq": figures}
@@ -358,11 +302,5 @@ def run(options):
     print(json.dumps(dict(summary(results, cpu), **settings)))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)
