@@ -48,7 +48,7 @@ def cpu_description():
 def child_env(**variables):
     """The environment of a child process of the project (TensorFlow's C++ logs quiet)."""
     defaults = dict(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
-    return dict(os.environ, **defaults, **variables)
+    return dict(os.environ, **dict(defaults, **variables))
 
 
 def run_timed(command, cwd=ROOT, env=None):

@@ -1,29 +1,19 @@
 """The data path at WMT size: preparation, training start-up and memory against pairs.
 
-    python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \
-        [--startup_pairs=500000,4500000] [--large_pairs=12000000] \
-        [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=d422e8e] \
+    python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \\
+        [--startup_pairs=500000,4500000] [--large_pairs=12000000] \\
+        [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=d422e8e] \\
         [--input_epochs=0] [--work_dir=/tmp/convs2s_data_scale]
 
-The corpus is synthetic in size, real in text: Multi30k's 29,000 training pairs
-replicated to N pairs (WMT'14 en-de has 4.5M, en-fr 36M), with Multi30k's validation and
-test sets, as local files. For each size in --pairs, `pipelines.prepare_data` runs from
-nothing (--workers: every core): wall time, peak RSS of its process tree (the main
-process and its tokenising workers, sampled every 0.1 s) and size on disk. For each
-size in --startup_pairs, `pipelines.train` with configs/multi30k_en_de.cfg's model runs
-5 updates on the prepared data (loss-only validation, no test translation): command to
-exit, and peak RSS. --large_pairs is prepared
-and trained the same way (the corpus TF's file cache refused beyond 10M elements).
-
-With --baseline_revision, the steady-state training rate (`benchmarks.train_speed`,
-bfloat16, one warm-up epoch then --throughput_steps timed steps) of each preset in
---throughput_presets on Multi30k from the shards is measured beside the same benchmark
-at that revision (text tokenised in-graph and cached: the path the shards replaced), in
-a git worktree, in this run. Ends with one JSON line.
-With --input_epochs, the training input pipeline alone (`TrainingData` over --config's
-prepared shards, prepared first if needed, with its batching flags): one warm-up epoch,
-then --input_epochs epochs timed as a trainer consumes them (one iterator), in target
-tokens per second. Ends with one JSON line.
+The corpus is Multi30k's 29,000 training pairs replicated to N pairs (WMT'14 en-de has
+4.5M), with its validation and test sets. Per size of --pairs, `pipelines.prepare_data`
+from nothing: wall time, peak RSS of its process tree (sampled every 0.1 s), size on
+disk; per size of --startup_pairs and --large_pairs (beyond TF's 10M-element file cache),
+`pipelines.train` with --config's model for 5 updates: time to exit and peak RSS. With
+--baseline_revision, `benchmarks.train_speed`'s bfloat16 rate of each preset of
+--throughput_presets from the shards beside the same benchmark at that revision (in a git
+worktree). With --input_epochs, the training input pipeline alone over --config's shards:
+one warm-up epoch, then --input_epochs timed, in target tokens/s. Ends with one JSON line.
 """
 
 import gzip
@@ -36,37 +26,27 @@ import threading
 import time
 
 import psutil
-from absl import app, flags
+from absl import flags
 
-from benchmarks import ROOT, cpu_description
+from benchmarks import FLAGFILE, ROOT, child_env, cpu_description, directory_bytes, last_json, main
 
 RAW = os.path.join(ROOT, "convs2s_tf", "datasets", "multi30k", "raw")
-CONFIG = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
 
 FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values=flags.FLAGS):
     define = {"flag_values": flag_values}
-    flags.DEFINE_list(
-        "pairs", ["500000", "1500000", "4500000"], "Corpus sizes to prepare.", **define
-    )
-    flags.DEFINE_list(
-        "startup_pairs", ["500000", "4500000"], "Sizes to start training on.", **define
-    )
-    flags.DEFINE_integer(
-        "large_pairs", 12_000_000, "A corpus beyond TF's cache (0: skip).", **define
-    )
-    flags.DEFINE_list(
-        "throughput_presets", ["multi30k_cpu", "iwslt_de_en"], "Presets of the rates.", **define
-    )
+    flags.DEFINE_list("pairs", ["500000", "1500000", "4500000"], "Sizes to prepare.", **define)
+    flags.DEFINE_list("startup_pairs", ["500000", "4500000"], "Sizes to train on.", **define)
+    flags.DEFINE_integer("large_pairs", 12_000_000, "Beyond TF's cache (0: skip).", **define)
+    presets = ["multi30k_cpu", "iwslt_de_en"]
+    flags.DEFINE_list("throughput_presets", presets, "Presets of the rates.", **define)
     flags.DEFINE_string("baseline_revision", None, "Git revision to compare rates with.", **define)
     flags.DEFINE_integer("throughput_steps", 150, "Timed steps of each rate measurement.", **define)
     flags.DEFINE_integer("input_epochs", 0, "Input pipeline epochs timed (0: skip).", **define)
-    flags.DEFINE_string(
-        "work_dir", "/tmp/convs2s_data_scale", "Scratch directory (kept).", **define
-    )
-    flags.DEFINE_string("config", CONFIG, "Flagfile of the model, training and input.", **define)
+    flags.DEFINE_string("work_dir", "/tmp/convs2s_data_scale", "Scratch (kept).", **define)
+    flags.DEFINE_string("config", FLAGFILE, "Flagfile of the model, training and input.", **define)
 
 
 def multi30k_lines(stem, language):
@@ -87,15 +67,11 @@ def write_corpus(pairs):
             if os.path.exists(path):
                 continue
             lines = multi30k_lines(stem, language)
+            whole, rest = divmod(pairs, len(lines)) if split == "train" else (1, 0)
             with open(path + ".tmp", "w", encoding="utf-8") as f:
-                if split != "train":
-                    f.write("\n".join(lines) + "\n")
-                else:
-                    block = "\n".join(lines) + "\n"
-                    whole, rest = divmod(pairs, len(lines))
-                    for _ in range(whole):
-                        f.write(block)
-                    f.write("".join(line + "\n" for line in lines[:rest]))
+                for _ in range(whole):
+                    f.write("".join(line + "\n" for line in lines))
+                f.write("".join(line + "\n" for line in lines[:rest]))
             os.replace(path + ".tmp", path)
     return prefixes
 
@@ -119,7 +95,7 @@ def run_measured(command, cwd=ROOT):
     process = subprocess.Popen(
         command,
         cwd=cwd,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        env=child_env(PYTHONPATH=cwd),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -146,15 +122,6 @@ def run_measured(command, cwd=ROOT):
     return seconds, peak[0] / 1e9, stdout
 
 
-def disk_mb(directory):
-    total = sum(
-        os.path.getsize(os.path.join(d, name))
-        for d, _, names in os.walk(directory)
-        for name in names
-    )
-    return total / 1e6
-
-
 def prepare(pairs):
     prefixes = write_corpus(pairs)
     data_dir = os.path.join(FLAGS.work_dir, f"data_{pairs}")
@@ -163,7 +130,7 @@ def prepare(pairs):
         [sys.executable, "-m", "pipelines.prepare_data", *corpus_flags(prefixes, pairs)]
     )
     figures = {"seconds": round(seconds, 1), "peak_rss_gb": round(peak, 2)}
-    figures["disk_mb"] = round(disk_mb(data_dir), 1)
+    figures["disk_mb"] = round(directory_bytes(data_dir) / 1e6, 1)
     print(f"prepare {pairs:,} pairs: {figures}", flush=True)
     return figures
 
@@ -172,20 +139,10 @@ def start_training(pairs):
     prefixes = write_corpus(pairs)
     model_dir = os.path.join(FLAGS.work_dir, f"run_{pairs}")
     shutil.rmtree(model_dir, ignore_errors=True)
-    seconds, peak, _ = run_measured(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.train",
-            f"--flagfile={FLAGS.config}",
-            *corpus_flags(prefixes, pairs),
-            f"--model_dir={model_dir}",
-            "--max_steps=5",
-            "--valid_beam_size=0",
-            "--test_beam_size=0",
-            "--progress_bar=false",
-        ]
-    )
+    command = [sys.executable, "-m", "pipelines.train", f"--flagfile={FLAGS.config}"]
+    command += [*corpus_flags(prefixes, pairs), f"--model_dir={model_dir}", "--max_steps=5"]
+    command += ["--valid_beam_size=0", "--test_beam_size=0", "--progress_bar=false"]
+    seconds, peak, _ = run_measured(command)
     figures = {"seconds_to_exit": round(seconds, 1), "peak_rss_gb": round(peak, 2)}
     print(f"train 5 updates on {pairs:,} pairs: {figures}", flush=True)
     return figures
@@ -198,22 +155,12 @@ def training_rate(tree, preset, data_dir):
     with open(flagfile, "w") as f:
         f.write(f"--flagfile={os.path.join(tree, 'configs', 'multi30k_en_de.cfg')}\n")
         f.write(f"--data_dir={data_dir}\n")
-    command = [
-        sys.executable,
-        "-m",
-        "benchmarks."
-        + next(
-            name
-            for name in ("train_speed", "train_throughput")
-            if os.path.exists(os.path.join(tree, "benchmarks", name + ".py"))
-        ),
-        f"--preset={preset}",
-        "--variants=bfloat16",
-        f"--steps={FLAGS.throughput_steps}",
-        f"--config={flagfile}",
-    ]
+    names = ("train_speed", "train_throughput")
+    name = next(n for n in names if os.path.exists(os.path.join(tree, "benchmarks", n + ".py")))
+    command = [sys.executable, "-m", f"benchmarks.{name}", f"--preset={preset}"]
+    command += ["--variants=bfloat16", f"--steps={FLAGS.throughput_steps}", f"--config={flagfile}"]
     _, _, stdout = run_measured(command, cwd=tree)
-    return json.loads(stdout.strip().splitlines()[-1])["target_tokens_per_sec"]
+    return last_json(stdout)["target_tokens_per_sec"]
 
 
 def compare_rates():
@@ -293,11 +240,5 @@ def run(options):
     print(json.dumps(result))
 
 
-def main(argv):
-    del argv
-    run(flags.FLAGS)
-
-
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

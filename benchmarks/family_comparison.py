@@ -5,23 +5,15 @@ machine in their configs' budget, then scored and timed the same way.
         [--arms=convs2s:configs/multi30k_en_de.cfg,posenet:configs/posenet_multi30k.cfg] \\
         [--nobuckets]
 
-Each arm of --arms (`name:flagfile`), in order, alone on the machine:
-
-1. `pipelines.train --flagfile=FLAGFILE --model_dir=RUNS_DIR/NAME_seedSEED --seed=SEED`,
-   timed, its console kept in `RUNS_DIR/NAME_seedSEED.log` (an arm whose training
-   finished before, as `RUNS_DIR/NAME_seedSEED.train.json` records, is scored again, not
-   retrained);
-2. `pipelines.evaluate` of the model the run ends with on the test split, beam 5:
-   sacreBLEU BLEU and chrF, the lowercased `intl` BLEU, and tensor2tensor's approx BLEU
-   (teacher-forced argmax on pieces, per batch, padded; and without padding);
-3. `benchmarks.export_speed`: the default export in a fresh process, beam 5, the mean
-   latency of the first --latency_sentences requests at batch 1 and the first pass's
-   sentences/s at batch --batch_size.
-
-With them: trainable parameters, updates reached (the run's last checkpoint), epochs, and
-training target tokens/s (the median of the epochs' rates in the console). Prints a table
-naming the CPU, then one JSON line. A seed's two arms belong to one session on one
-machine: the CPU's speed differs between machines.
+Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
+into `RUNS_DIR/NAME_seedSEED` (its console in `.log`; an arm whose `.train.json` records
+a finished training is scored again, not retrained), timed; `pipelines.evaluate` on the
+test split at --beam_size (sacreBLEU BLEU and chrF, lowercased `intl` BLEU, approx BLEU
+padded and not); `benchmarks.translate_speed`'s fresh process of the default export
+(batch-1 mean over the first --latency_sentences, first-pass sentences/s at
+--batch_size). With them: trainable parameters, updates, epochs and the median of the
+epochs' target tokens/s. Prints a table naming the CPU, then one JSON line; a seed's arms
+belong to one session on one machine.
 """
 
 import json
@@ -32,7 +24,7 @@ import time
 
 from absl import app, flags
 
-from benchmarks import cpu_description
+from benchmarks import ROOT, child_env, cpu_description, last_json, main
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     format_arms_table,
@@ -40,32 +32,33 @@ from convs2s_tf.models.posenet.comparison import (
     trainable_parameters,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ARMS = ["convs2s:configs/multi30k_en_de.cfg", "posenet:configs/posenet_multi30k.cfg"]
-
-flags.DEFINE_integer("seed", 1, "Training seed of both arms.")
-flags.DEFINE_list("arms", DEFAULT_ARMS, "The arms, `name:flagfile`, trained in this order.")
-flags.DEFINE_string(
-    "runs_dir", os.path.join(ROOT, "runs", "family_comparison"), "Where the runs are written."
-)
-flags.DEFINE_integer("beam_size", 5, "Beam of the test score and of the speed measurements.")
-flags.DEFINE_integer("latency_sentences", 100, "Requests of one sentence each (batch 1).")
-flags.DEFINE_integer("batch_size", 128, "Sentences per request for throughput.")
-flags.DEFINE_bool(
-    "buckets",
-    True,
-    "Time exports with their compiled small-batch buckets, as the default export has them "
-    "(--nobuckets: graph mode only, which loads several seconds sooner).",
-)
 FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=flags.FLAGS):
+    define = {"flag_values": flag_values}
+    flags.DEFINE_integer("seed", 1, "Training seed of both arms.", **define)
+    arms = "The arms, `name:flagfile`, trained in this order."
+    flags.DEFINE_list("arms", DEFAULT_ARMS, arms, **define)
+    runs_dir = os.path.join(ROOT, "runs", "family_comparison")
+    flags.DEFINE_string("runs_dir", runs_dir, "Where the runs are written.", **define)
+    flags.DEFINE_integer("beam_size", 5, "Beam of the test score.", **define)
+    flags.DEFINE_integer("latency_sentences", 100, "Requests of one sentence each.", **define)
+    flags.DEFINE_integer("batch_size", 128, "Sentences per request for throughput.", **define)
+    buckets = "Time the export with its compiled small-batch buckets (--nobuckets: graph mode)."
+    flags.DEFINE_bool("buckets", True, buckets, **define)
 
 
 def _python(arguments, log_path=None):
     """Runs `python -m ARGUMENTS` from the repository root; returns its stdout (the
     console also goes to `log_path`). Fails with the end of its output."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
     result = subprocess.run(
-        [sys.executable, "-m", *arguments], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", *arguments],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
     )
     if log_path:
         with open(log_path, "w", encoding="utf-8") as f:
@@ -73,10 +66,6 @@ def _python(arguments, log_path=None):
     if result.returncode != 0:
         raise RuntimeError(f"{arguments[0]} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     return result.stdout
-
-
-def _last_json(output):
-    return json.loads(output.strip().splitlines()[-1])
 
 
 def _parameters(model_dir):
@@ -103,15 +92,8 @@ def train(flagfile, model_dir):
             seconds = json.load(f)["train_seconds"]
     else:
         start = time.perf_counter()
-        _python(
-            [
-                "pipelines.train",
-                f"--flagfile={flagfile}",
-                f"--model_dir={model_dir}",
-                f"--seed={FLAGS.seed}",
-            ],
-            log_path,
-        )
+        command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
+        _python(command + [f"--seed={FLAGS.seed}"], log_path)
         seconds = round(time.perf_counter() - start, 1)
         with open(record_path, "w", encoding="utf-8") as f:
             json.dump({"train_seconds": seconds}, f)
@@ -129,46 +111,30 @@ def train(flagfile, model_dir):
 
 def score(model_dir):
     """Test BLEU, chrF and approx BLEU of the model the run ends with."""
-    scores = _last_json(
-        _python(
-            [
-                "pipelines.evaluate",
-                f"--model_dir={model_dir}",
-                "--split=test",
-                f"--beam_size={FLAGS.beam_size}",
-                "--approx_bleu",
-                "--json",
-            ]
-        )
-    )
+    evaluate = ["pipelines.evaluate", f"--model_dir={model_dir}", "--split=test"]
+    options = [f"--beam_size={FLAGS.beam_size}", "--approx_bleu", "--json"]
+    scores = last_json(_python(evaluate + options))
     keys = ("bleu", "chrf", "bleu_lowercase_intl", "approx_bleu", "approx_bleu_unpadded")
     return {key: round(scores[key], 2) for key in keys}
 
 
 def speed(model_dir):
     """Beam decoding speed of the run's default export in a fresh process."""
-    measured = _last_json(
-        _python(
-            [
-                "benchmarks.export_speed",
-                f"--model_dir={model_dir}",
-                f"--latency_sentences={FLAGS.latency_sentences}",
-                f"--batch_size={FLAGS.batch_size}",
-                *([] if FLAGS.buckets else ["--no_buckets"]),
-            ]
-        )
-    )
+    export = "default" if FLAGS.buckets else "no_buckets"
+    command = ["benchmarks.translate_speed", f"--model_dir={model_dir}", "--parts=exports"]
+    command += [f"--exports={export}", f"--latency_sentences={FLAGS.latency_sentences}"]
+    measured = last_json(_python(command + [f"--batch_size={FLAGS.batch_size}"]))
+    figures = measured["exports"][export]
     return {
-        "batch1_ms": measured["latency_batch1_mean_ms"],
-        f"batch{FLAGS.batch_size}_sentences_per_sec": measured[
-            "throughput_first_pass_sentences_per_sec"
-        ],
+        "batch1_ms": figures["batch1_mean_ms"],
+        f"batch{FLAGS.batch_size}_sentences_per_sec": figures["batch_sentences_per_sec"],
     }
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+def run(options):
+    """The benchmark with parsed `options` (this module's flags)."""
+    global FLAGS
+    FLAGS = options  # the functions above read the options from here
     runs_dir = os.path.abspath(FLAGS.runs_dir)
     os.makedirs(runs_dir, exist_ok=True)
     arms = {}
@@ -185,8 +151,7 @@ def main(argv):
     cpu = cpu_description()
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))
-    return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    main(define_flags, run)

@@ -3,19 +3,13 @@
     python -m benchmarks.shortlist_sizes --model_dir=runs/multi30k_en_de \\
         [--sizes=5:100,10:500,20:500,...] [--latency_sentences=100] [--batch_size=128]
 
-Fits the run's IBM model 1 table once (on its prepared training text) and, for the whole
-vocabulary and then each `K:N` of --sizes (K targets per source piece, the N most
-frequent pieces), builds the translator of the default export in process (compiled
-buckets for batches of up to 8 sentences, graph mode above) and measures:
-
-* validation and test BLEU (beam 5, batches of --batch_size sorted by length); choose
-  the sizes on validation, read test only for the chosen ones;
-* batch 1: mean ms per sentence over the first --latency_sentences test sentences, after
-  one warm-up request (the bucket compiled, as an export's warm-up does);
-* batch --batch_size: sentences/s over the whole test set, after one warm-up batch;
-* the mean size of the candidate set at batch 1 and at --batch_size.
-
-Prints a table (with the CPU) and ends with one JSON line.
+Fits the run's IBM model 1 table once and, for the whole vocabulary and each `K:N` of
+--sizes (K targets per source piece, the N most frequent pieces), builds the default
+export's translator in process (compiled buckets up to 8 sentences, graph mode above):
+validation and test BLEU (beam 5, batches of --batch_size sorted by length; choose on
+validation), batch-1 ms over the first --latency_sentences test sentences and batched
+sentences/s over the test set (each after a warm-up), and the mean candidate-set size at
+batch 1 and at --batch_size. Prints a table naming the CPU, then one JSON line.
 """
 
 import json
@@ -24,7 +18,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from benchmarks import cpu_description, request_milliseconds
+from benchmarks import cpu_description, main, read_lines, request_milliseconds, run_prepared_data
 
 FLAGS = flags.FLAGS
 
@@ -110,35 +104,30 @@ def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
     global FLAGS
     FLAGS = options  # the functions above read the options from here
-    from convs2s_tf.data.data_directory import PreparedData
     from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.inference import load_inference_model
-    from convs2s_tf.runs import RunDirectory
     from convs2s_tf.shortlist import build_shortlist
 
     sizes = _sizes()
     loaded = load_inference_model(
         FLAGS.model_dir, search_config=SearchConfig(dtype=FLAGS.inference_dtype)
     )
-    data = PreparedData.load(RunDirectory(FLAGS.model_dir).data_dir(loaded.run_config))
-    splits = {}
-    for split in ("validation", "test"):
-        paths = data.split_paths(split)
-        splits[split] = [open(path, encoding="utf-8").read().splitlines() for path in paths]
+    data = run_prepared_data(FLAGS.model_dir)
+    splits = {
+        split: list(map(read_lines, data.split_paths(split))) for split in ("validation", "test")
+    }
     start = time.perf_counter()
-    fitted = build_shortlist(
-        FLAGS.model_dir, k=max(k for k, _ in sizes), n=max(n for _, n in sizes)
-    )
+    most = {"k": max(k for k, _ in sizes), "n": max(n for _, n in sizes)}
+    fitted = build_shortlist(FLAGS.model_dir, **most)
     fit_seconds = time.perf_counter() - start
+    vocab_size = loaded.model.decoder.vocab_size
     print(f"CPU: {cpu_description()}; dtype {FLAGS.inference_dtype}")
     print(
-        f"{FLAGS.model_dir}: target vocabulary {loaded.model.decoder.vocab_size:,}; IBM model 1 "
+        f"{FLAGS.model_dir}: target vocabulary {vocab_size:,}; IBM model 1 "
         f"on {fitted.metadata['pairs']:,} pairs in {fit_seconds:.1f} s"
     )
-    header = "K:N       valid  test   batch-1 ms  batch-{} sent/s  set@1  set@{}".format(
-        FLAGS.batch_size, FLAGS.batch_size
-    )
-    print(header)
+    batch = FLAGS.batch_size
+    print(f"K:N       valid  test   batch-1 ms  batch-{batch} sent/s  set@1  set@{batch}")
     rows = []
     for size in [None, *sizes]:
         shortlist = None if size is None else fitted.limited(*size)
@@ -148,27 +137,13 @@ def run(options):
         print(
             f"{label:9} {row['valid_bleu']:6.2f} {row['test_bleu']:6.2f} "
             f"{row['batch1_ms']:10.2f} {row['batch_sentences_per_second']:15.1f} "
-            f"{row.get('set_size_batch1', loaded.model.decoder.vocab_size):6.0f} "
-            f"{row.get('set_size_batch', loaded.model.decoder.vocab_size):6.0f}",
+            f"{row.get('set_size_batch1', vocab_size):6.0f} "
+            f"{row.get('set_size_batch', vocab_size):6.0f}",
             flush=True,
         )
-    print(
-        json.dumps(
-            {
-                "model_dir": FLAGS.model_dir,
-                "cpu": cpu_description(),
-                "vocab_size": loaded.model.decoder.vocab_size,
-                "rows": rows,
-            }
-        )
-    )
-
-
-def main(argv):
-    del argv
-    run(flags.FLAGS)
+    line = {"model_dir": FLAGS.model_dir, "cpu": cpu_description(), "vocab_size": vocab_size}
+    print(json.dumps(dict(line, rows=rows)))
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    main(define_flags, run)

@@ -184,21 +184,16 @@ def train_transformer_recipe(data_bin, languages, save_dir, minutes, seed, threa
 def average(save_dir):
     """Averages the parameters of the last `AVERAGED_CHECKPOINTS` epoch checkpoints into
     `save_dir/averaged.pt` (the first's other state kept, as fairseq's own averaging
-    script does); returns its path and the epochs averaged.
-
-    Raises:
-        FileNotFoundError: `save_dir` holds no epoch checkpoint.
-    """
+    script does); returns its path and the epochs averaged. Raises FileNotFoundError if
+    `save_dir` holds no epoch checkpoint."""
     import torch
 
-    found = []
-    for path in glob.glob(os.path.join(save_dir, "checkpoint*.pt")):
-        match = _EPOCH_CHECKPOINT.search(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    paths = [path for _, path in sorted(found)][-AVERAGED_CHECKPOINTS:]
-    if not paths:
+    paths = glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
+    found = sorted((int(m.group(1)), p) for p in paths if (m := _EPOCH_CHECKPOINT.search(p)))
+    found = found[-AVERAGED_CHECKPOINTS:]
+    if not found:
         raise FileNotFoundError(f"{save_dir} holds no epoch checkpoint (checkpointN.pt).")
+    epochs, paths = [epoch for epoch, _ in found], [path for _, path in found]
     first, totals = None, {}
     for path in paths:
         # Checkpoints this benchmark's own fairseq-train just wrote (they hold its
@@ -212,7 +207,6 @@ def average(save_dir):
     }
     output = os.path.join(save_dir, AVERAGED_NAME)
     torch.save(first, output)
-    epochs = [int(_EPOCH_CHECKPOINT.search(path).group(1)) for path in paths]
     return output, epochs
 
 

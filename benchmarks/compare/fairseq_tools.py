@@ -72,17 +72,14 @@ def preprocess(export, pieces_prefixes, destination, cwd, subset="test"):
     """Binarises the pieces files `PREFIX.SRC`/`PREFIX.TGT` of each prefix with the
     exported dictionaries (`export.output_dir/dict.LANG.txt`): subsets `test`, `test1`, ...
     of `destination` (`train`, `train1`, ... with `subset="train"`)."""
-    dictionaries = {
-        lang: os.path.join(export.output_dir, f"dict.{lang}.txt")
-        for lang in (export.source_lang, export.target_lang)
-    }
+    source, target = export.source_lang, export.target_lang
     run_timed(
         fairseq_command(
             "preprocess",
-            f"--source-lang={export.source_lang}",
-            f"--target-lang={export.target_lang}",
-            f"--srcdict={dictionaries[export.source_lang]}",
-            f"--tgtdict={dictionaries[export.target_lang]}",
+            f"--source-lang={source}",
+            f"--target-lang={target}",
+            f"--srcdict={os.path.join(export.output_dir, f'dict.{source}.txt')}",
+            f"--tgtdict={os.path.join(export.output_dir, f'dict.{target}.txt')}",
             f"--{subset}pref={','.join(pieces_prefixes)}",
             f"--destdir={destination}",
             "--workers=1",
@@ -179,13 +176,10 @@ def parameters(log):
 
 def write_data(prepared, work_dir, limit=None, splits=("train",)):
     """Writes `splits` of `prepared` (a `PreparedData`; the first `limit` pairs of each)
-    as SentencePiece pieces and binarises them with the SentencePiece vocabulary as both
-    dictionaries (as fairseq's subsets `train`, `valid` and `test`); returns fairseq's
-    data directory and the vocabulary's size.
-
-    Raises:
-        ValueError: The SentencePiece model's first pieces are not fairseq's specials.
-    """
+    as SentencePiece pieces binarised with the SentencePiece vocabulary as both
+    dictionaries (fairseq's subsets `train`, `valid`, `test`); returns fairseq's data
+    directory and the vocabulary's size. Raises ValueError if the SentencePiece model's
+    first pieces are not fairseq's specials."""
     import sentencepiece as spm
 
     from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
@@ -282,11 +276,8 @@ def _ratio(ours, theirs, key):
 def _rows(comparison):
     """(label, ours, fairseq's, ratio) of every row whose two numbers were measured."""
     results = comparison.results
-    values = {
-        "batch": comparison.batch_size,
-        "latency": results["latency_sentences"],
-        "sentences": results["sentences"],
-    }
+    values = dict(batch=comparison.batch_size, latency=results["latency_sentences"])
+    values["sentences"] = results["sentences"]
     for label, ours, theirs in _ROWS:
         if ours in results and theirs in results:
             ratio = _ratio(results[ours], results[theirs], ours)
@@ -335,10 +326,6 @@ def summary(comparison):
     summary.update(comparison.results)
     for _, _, _, ratio, key in _rows(comparison):
         summary[f"ratio_{key}"] = round(ratio, 2)
-    summary.update(
-        {
-            f"identical_{pair.replace(' ', '_')}": count
-            for pair, count in agreement(comparison).items()
-        }
-    )
+    for pair, count in agreement(comparison).items():
+        summary[f"identical_{pair.replace(' ', '_')}"] = count
     return summary
