@@ -119,7 +119,8 @@ def _sublayers(value: Any) -> Iterator[keras.layers.Layer]:
 def foldable_layers(model: keras.layers.Layer) -> list[keras.layers.Layer]:
     """The built layers of `model` (itself included, each once) with a kernel to fold, in
     a fixed order: those whose `folds_kernel` is true (weight-normalised layers, and
-    decoders whose output projection is their token table)."""
+    decoders whose output projection is their token table), found through public
+    attributes (a layer, or lists, tuples, dicts and dataclasses of them)."""
     layers: dict[int, keras.layers.Layer] = {}
     for layer in _sublayers(model):
         if getattr(layer, "folds_kernel", False) and layer.built:
