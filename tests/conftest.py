@@ -14,6 +14,7 @@ from helpers.corpora import (  # noqa: E402, F401
     write_local_corpus,
     write_multi30k_split,
 )
+from helpers.in_process import run_in_process  # noqa: E402
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
 # Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
@@ -123,7 +124,7 @@ def tiny_run(small_prepared, tmp_path_factory):
 @pytest.fixture(scope="session")
 def exported(tiny_run, tmp_path_factory):
     export_dir = tmp_path_factory.mktemp("saved_models") / "tiny"
-    result = run_python(
+    result = run_in_process(
         [
             "-m",
             "pipelines.export",

@@ -3,18 +3,13 @@ in translate, evaluate (with --output) and export."""
 
 import json
 import shutil
-import subprocess
-import sys
 
-import pytest
 import tensorflow as tf
-from conftest import ROOT, SEARCH_FLAGS, run_python, subprocess_env
+from conftest import SEARCH_FLAGS
+from helpers.in_process import run_in_process
 from helpers.models import randomize_weights
 
 from convs2s_tf.runs import RunDirectory, build_model
-
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
 
 
 def _run_with_three_checkpoints(tiny_run, path):
@@ -32,7 +27,7 @@ def _run_with_three_checkpoints(tiny_run, path):
 def test_average_last_n_then_translate_evaluate_and_export(tiny_run, small_corpus, tmp_path):
     source = _run_with_three_checkpoints(tiny_run, tmp_path)
     output_dir = tmp_path / "averaged"
-    result = run_python(
+    result = run_in_process(
         [
             "-m",
             "pipelines.average_checkpoints",
@@ -54,12 +49,12 @@ def test_average_last_n_then_translate_evaluate_and_export(tiny_run, small_corpu
     (tmp_path / "reference.de").write_text(
         "".join(open(small_corpus["test"] + ".de").readlines()[:6])
     )
-    translated = run_python(
+    translated = run_in_process(
         ["-m", "pipelines.translate", f"--model_dir={output_dir}", *SEARCH_FLAGS],
         stdin="".join(sources),
     )
     hypotheses = tmp_path / "hypotheses.de"
-    evaluated = run_python(
+    evaluated = run_in_process(
         [
             "-m",
             "pipelines.evaluate",
@@ -75,7 +70,7 @@ def test_average_last_n_then_translate_evaluate_and_export(tiny_run, small_corpu
     assert scores["sentences"] == 6
     # --output holds the hypotheses scored, one per line in corpus order: those of translate.
     assert hypotheses.read_text().splitlines() == translated.stdout.splitlines()
-    exported = run_python(
+    exported = run_in_process(
         [
             "-m",
             "pipelines.export",
@@ -96,17 +91,9 @@ def test_too_many_or_mismatched_checkpoints_are_one_line_errors(tiny_run, tmp_pa
     }
     for flag, message in cases.items():
         arguments = [f"--model_dir={source.path}", f"--output_dir={tmp_path / 'out'}"]
-        # The pipelines' own logging defaults, which keep TensorFlow's start-up quiet.
-        env = subprocess_env()
-        env.pop("TF_CPP_MIN_LOG_LEVEL")
-        result = subprocess.run(
-            [sys.executable, "-m", "pipelines.average_checkpoints", *arguments]
-            + ([flag] if flag else []),
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
+        result = run_in_process(
+            ["-m", "pipelines.average_checkpoints", *arguments] + ([flag] if flag else []),
+            check=False,
         )
         assert result.returncode == 2, (flag, result.stderr[-2000:])
         lines = result.stderr.strip().splitlines()

@@ -12,16 +12,17 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT
+from conftest import ROOT, run_python
 from conftest import subprocess_env as _env
 from helpers.corpora import local_corpus_flags, write_local_corpus
+from helpers.in_process import run_in_process
 from helpers.subprocesses import start_server
 from tensorboard.backend.event_processing import event_accumulator
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from pipelines.client import predict
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
+# Every test trains a PoseNet run first (in two processes, a minute): the slow tier.
 pytestmark = pytest.mark.slow
 
 # Two layers a side, 32 wide: seconds a step on 2 cores.
@@ -50,18 +51,24 @@ class PoseNetRun:
     resumed: str  # stdout of its resumption to step 30
 
 
-def _run(arguments, stdin=None, timeout=600):
+def _train(arguments):
+    """Trains in a fresh process: MirroredStrategy's CPU replicas are logical devices,
+    which only a process that has not run TensorFlow yet can configure."""
     result = subprocess.run(
-        [sys.executable, "-m", *arguments],
-        input=stdin,
+        [sys.executable, "-m", "pipelines.train", *arguments],
         cwd=ROOT,
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=600,
     )
-    assert result.returncode == 0, (arguments, result.stderr[-3000:])
+    assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
+
+
+def _run(arguments, stdin=None):
+    """Runs a pipeline (`["pipelines.NAME", *flags]`) in process; returns its stdout."""
+    return run_in_process(arguments, stdin).stdout
 
 
 # Validation and test pairs: each validation (BLEU at beam 2) and evaluation is seconds.
@@ -74,7 +81,6 @@ def posenet_run(tmp_path_factory):
     corpus = write_local_corpus(root / "corpus", 2000, SPLIT_PAIRS, SPLIT_PAIRS)
     data_dir, model_dir = str(root / "data"), str(root / "run")
     command = [
-        "pipelines.train",
         *local_corpus_flags(corpus),
         f"--data_dir={data_dir}",
         f"--model_dir={model_dir}",
@@ -88,8 +94,8 @@ def posenet_run(tmp_path_factory):
         "--test_beam_size=0",
         "--progress_bar=false",
     ]
-    first = _run(command + ["--max_steps=20"])
-    resumed = _run(command + ["--max_steps=30"])
+    first = _train(command + ["--max_steps=20"])
+    resumed = _train(command + ["--max_steps=30"])
     return PoseNetRun(data_dir, model_dir, first, resumed)
 
 
@@ -171,14 +177,7 @@ def test_approx_bleu_is_reported_for_one_run_and_refused_for_an_ensemble(posenet
     assert 0 <= scores["approx_bleu_unpadded"] <= 100 and 0 < scores["approx_bleu"] <= 100
     assert scores["approx_bleu_batches"] >= 1
     ensemble = [f"--model_dir={posenet_run.model_dir},{posenet_run.model_dir}"]
-    result = subprocess.run(
-        [sys.executable, "-m", *command, *ensemble],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_in_process(command + ensemble, check=False)
     assert result.returncode != 0 and "--approx_bleu scores one --model_dir" in result.stderr
 
 
@@ -200,7 +199,9 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
         )
     for version in ("1", "2"):
         ops = json.loads(
-            _run(["tests.helpers.saved_model_checks", "ops", str(export_dir / version)])
+            run_python(
+                ["-m", "tests.helpers.saved_model_checks", "ops", str(export_dir / version)]
+            ).stdout
         )
         assert ops["other"] == [], ops["other"]  # core TF and tf-text ops only
     import tensorflow_text  # noqa: F401 (its ops, before loading an export)
@@ -221,19 +222,13 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
 
 
 def test_fairseq_export_refuses_a_posenet_run_in_one_line(posenet_run, tmp_path):
-    result = subprocess.run(
+    result = run_in_process(
         [
-            sys.executable,
-            "-m",
             "pipelines.export_fairseq",
             f"--model_dir={posenet_run.model_dir}",
             f"--output_dir={tmp_path / 'fairseq'}",
         ],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        check=False,
     )
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
+from helpers.in_process import run_in_process
 
 from convs2s_tf.decoding import beam_search
 from convs2s_tf.inference import load_inference_model, open_translator
@@ -34,7 +35,7 @@ def shortlisted_run(tiny_run, tmp_path_factory):
     """A copy of the tiny run with a shortlist built by the pipeline."""
     model_dir = tmp_path_factory.mktemp("shortlisted") / "run"
     shutil.copytree(tiny_run, model_dir)
-    result = run_python(
+    result = run_in_process(
         [
             "-m",
             "pipelines.build_shortlist",
@@ -71,7 +72,7 @@ def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
     assert expected == [
         text.decode() for text in loaded.tokenizer.decode(output.tokens[:, 0]).numpy()
     ]
-    result = run_python(
+    result = run_in_process(
         [
             "-m",
             "pipelines.translate",
@@ -86,7 +87,7 @@ def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
 
 def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path):
     export_dir = tmp_path / "shortlisted"
-    run_python(
+    run_in_process(
         [
             "-m",
             "pipelines.export",

@@ -11,10 +11,8 @@ import time
 import pytest
 import tensorflow as tf
 from helpers.corpora import local_corpus_flags
+from helpers.in_process import run_in_process
 from tensorboard.backend.event_processing import event_accumulator
-
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +29,6 @@ TINY_MODEL = [
 
 def _command(small_corpus, data_dir, model_dir, *extra):
     return [
-        sys.executable,
         "-m",
         "pipelines.train",
         *local_corpus_flags(small_corpus),
@@ -48,15 +45,26 @@ def _env():
     return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def _run(command, timeout=600):
+def _run_process(command, timeout=600):
+    """Runs `python COMMAND...` in a fresh process (for the kill and resume test)."""
     return subprocess.run(
-        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
+
+
+def _run(command):
+    """Runs the pipeline of `command` (`["-m", "pipelines.NAME", *flags]`) in process."""
+    return run_in_process(command, check=False)
 
 
 def _evaluate_scores(data_dir, model_dir):
     """Returns the scores `pipelines.evaluate --json` prints with otherwise default flags."""
-    command = [sys.executable, "-m", "pipelines.evaluate", f"--data_dir={data_dir}"]
+    command = ["-m", "pipelines.evaluate", f"--data_dir={data_dir}"]
     evaluation = _run(command + [f"--model_dir={model_dir}", "--json"])
     assert evaluation.returncode == 0, evaluation.stderr[-3000:]
     return json.loads(evaluation.stdout.strip().splitlines()[-1])
@@ -69,6 +77,7 @@ def _latest_step(model_dir):
     return int(state.model_checkpoint_path.rsplit("-", 1)[-1])
 
 
+@pytest.mark.slow  # trains in a process it kills, then twice more
 def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tmp_path):
     data_dir, model_dir = tmp_path / "data", tmp_path / "run"
     command = _command(
@@ -80,7 +89,11 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
         "--valid_beam_size=0",
     )
     process = subprocess.Popen(
-        command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.time() + 300
@@ -100,14 +113,14 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert 20 <= killed_at < 60
     # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch. The
     # "Resumed from" line is logged at INFO, which the pipelines show on request.
-    resumed = _run([*command, "--verbosity=0"])
+    resumed = _run_process([*command, "--verbosity=0"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resumed from {model_dir}/checkpoints/ckpt-{killed_at}" in resumed.stderr
     assert _latest_step(str(model_dir)) == 60
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", "ckpt-60"))
     assert reader.get_tensor("state/step/.ATTRIBUTES/VARIABLE_VALUE") == 60
     # Re-running a finished command does no more steps.
-    again = _run(command)
+    again = _run_process(command)
     assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
     # The default (quiet) console says in one line that the re-run continues the run.
     resumed_lines = [line for line in again.stdout.splitlines() if "Resumed from" in line]
@@ -115,7 +128,7 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert resumed_lines[0].startswith(f"Resumed from {model_dir}/checkpoints/ckpt-60: step 60,")
     # The run directory describes its model: other model flags are refused, not resumed.
     other = [*command, "--embed_dim=48"]
-    refused = _run(other)
+    refused = _run_process(other)
     assert refused.returncode != 0
     assert "describes another model" in refused.stderr
 

@@ -2,12 +2,9 @@
 
 import json
 
-import pytest
-from conftest import SEARCH_FLAGS, run_python
+from conftest import SEARCH_FLAGS
 from helpers.corpora import multi30k_lines
-
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
+from helpers.in_process import run_in_process
 
 # A U+2028 LINE SEPARATOR or a form feed inside a sentence does not end its line.
 LINES = [
@@ -24,7 +21,7 @@ def _lines(text):
 
 
 def _run(arguments, stdin=None):
-    return run_python(["-m", *arguments], stdin, check=False)
+    return run_in_process(["-m", *arguments], stdin, check=False)
 
 
 def test_translate_checkpoint_stdin_equals_saved_model_file(tiny_run, exported, tmp_path):
