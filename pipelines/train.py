@@ -26,6 +26,19 @@ pipeline_flags.declare_key_flags(
 )
 
 
+def _check_local_splits(split_prefixes):
+    """A local corpus names the splits training reads before anything is prepared: the
+    validation split (every epoch) and, unless --test_beam_size=0, the test split."""
+    if split_prefixes is None:
+        return
+    if "validation" not in split_prefixes:
+        raise app.UsageError("--valid_prefix is required: training validates on it every epoch.")
+    if FLAGS.test_beam_size and "test" not in split_prefixes:
+        raise app.UsageError(
+            "--test_prefix is required unless --test_beam_size=0 (no test translation)."
+        )
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
@@ -44,7 +57,9 @@ def main(argv):
     # Invalid flags (flags.ValidationError), corpus problems, unusable checkpoints and a
     # diverged run are reported by pipelines.cli in one line.
     training_config = pipeline_flags.training_config_from_flags()
-    prepared = prepare_data(pipeline_flags.prepare_config_from_flags())
+    prepare_config = pipeline_flags.prepare_config_from_flags()
+    _check_local_splits(prepare_config.split_prefixes if FLAGS.dataset == "local" else None)
+    prepared = prepare_data(prepare_config)
     if not prepared.reused:
         print(f"Prepared {FLAGS.data_dir}.", flush=True)
     model_config = pipeline_flags.model_config_from_flags(prepared.summary["vocab_size"])

@@ -237,3 +237,18 @@ def test_average_last_n_is_what_the_test_score_and_evaluate_use(short_corpus, tm
         test_results["test_bleu"],
         test_results["test_chrf"],
     )
+
+
+def test_a_local_corpus_without_the_splits_training_reads_is_refused_before_preparing(
+    small_corpus, tmp_path
+):
+    data_dir = tmp_path / "data"
+    without_valid = {
+        split: prefix for split, prefix in small_corpus.items() if split != "validation"
+    }
+    result = _run(_command(without_valid, data_dir, tmp_path / "run"))
+    assert result.returncode == 2 and "--valid_prefix is required" in result.stderr
+    without_test = {split: prefix for split, prefix in small_corpus.items() if split != "test"}
+    result = _run([*_command(without_test, data_dir, tmp_path / "run"), "--test_beam_size=5"])
+    assert result.returncode == 2 and "--test_prefix is required unless" in result.stderr
+    assert not data_dir.exists()

@@ -171,7 +171,9 @@ class FoldedKernels:
     >>> output = model.encode(tf.constant([[5, 6, 2]]), kernels=kernels)
     """
 
-    def __init__(self, layers: Sequence[keras.layers.Layer], kernels: Sequence[KernelValue]):
+    def __init__(
+        self, layers: Sequence[keras.layers.Layer], kernels: Sequence[KernelValue]
+    ) -> None:
         if len(kernels) != len(layers):
             raise ValueError(f"{len(kernels)} kernels given for {len(layers)} foldable layers.")
         self._kernels: dict[int, tuple[keras.layers.Layer, tf.Tensor | Int8Kernel]] = {}

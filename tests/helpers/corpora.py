@@ -50,11 +50,10 @@ def local_corpus_flags(prefixes):
     """The data flags that describe `prefixes` ({split: prefix}, as `write_local_corpus`
     returns them) as a local English-German corpus with a 500-piece BPE, for pipeline and
     benchmark commands and flagfiles."""
+    splits = {"train": "train_prefix", "validation": "valid_prefix", "test": "test_prefix"}
     return [
         "--dataset=local",
-        f"--train_prefix={prefixes['train']}",
-        f"--valid_prefix={prefixes['validation']}",
-        f"--test_prefix={prefixes['test']}",
+        *(f"--{flag}={prefixes[split]}" for split, flag in splits.items() if split in prefixes),
         "--source_lang=en",
         "--target_lang=de",
         "--vocab_size=500",

@@ -30,15 +30,33 @@ class PipelineResult:
 
 
 @contextlib.contextmanager
-def _flags_parsed_from(argv):
+def _flags_parsed_from(argv, module_name):
     """Within the block the process' flags hold `argv` over their defaults, as a new
     process would parse them; yields what is left of `argv`. Before and after, every
-    flag is back at its default and unparsed, so no value leaks between runs."""
+    flag is back at its default and unparsed, so no value leaks between runs.
+
+    Flags that another pipeline module defines for itself (`pipelines.serve`'s required
+    --model_name) are not that pipeline's: their validators are set aside meanwhile, as
+    a process running `module_name` would never have defined them.
+    """
+    others = [
+        flag
+        for name, defined in flags.FLAGS.flags_by_module_dict().items()
+        if name.startswith("pipelines.")
+        and not name.startswith("pipelines.flags.")
+        and name != module_name
+        for flag in defined
+    ]
+    validators = [(flag, flag.validators) for flag in others]
+    for flag in others:
+        flag.validators = []
     flags.FLAGS.unparse_flags()
     try:
         yield flags.FLAGS(argv)
     finally:
         flags.FLAGS.unparse_flags()
+        for flag, kept in validators:
+            flag.validators = kept
 
 
 @contextlib.contextmanager
@@ -88,7 +106,7 @@ def run_pipeline(name, arguments=(), stdin=None):
     with _process_state_restored(), _standard_streams(stdin) as (stdout, stderr):
         sys.argv = argv
         try:
-            with _flags_parsed_from(argv) as remaining:
+            with _flags_parsed_from(argv, module.__name__) as remaining:
                 if not flags.FLAGS["verbosity"].present:
                     logging.set_verbosity(logging.WARNING)
                 try:
