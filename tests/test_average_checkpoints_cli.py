@@ -4,6 +4,7 @@ in translate, evaluate (with --output) and export."""
 import json
 import shutil
 
+import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS
 from helpers.in_process import run_in_process
@@ -24,6 +25,7 @@ def _run_with_three_checkpoints(tiny_run, path):
     return run
 
 
+@pytest.mark.slow  # averages, then translates, evaluates and exports
 def test_average_last_n_then_translate_evaluate_and_export(tiny_run, small_corpus, tmp_path):
     source = _run_with_three_checkpoints(tiny_run, tmp_path)
     output_dir = tmp_path / "averaged"

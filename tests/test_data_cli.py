@@ -78,6 +78,7 @@ def run_prepare(*arguments):
     )
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_prepare_data_cli_end_to_end(small_corpus, tmp_path):
     data_dir = tmp_path / "data"
     arguments = [

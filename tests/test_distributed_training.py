@@ -21,9 +21,6 @@ from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
 from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 WORKERS = 2
 
 
@@ -125,6 +122,7 @@ def epoch_indices(step_records):
     return by_epoch
 
 
+@pytest.mark.slow  # several worker processes
 def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, short_corpus):
     results = finish(start_workers(tmp_path, short_corpus, ["--max_epochs=2"]))
     for status, _, stderr in results:
@@ -144,6 +142,7 @@ def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, shor
     assert not [name for name in os.listdir(tmp_path / "run") if name.startswith("worker")]
 
 
+@pytest.mark.slow  # several worker processes
 def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_corpus):
     extra = ["--max_epochs=1"]
     # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
@@ -183,6 +182,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_
     assert epoch_indices(trained)[1] == collections.Counter(expected_indices(tmp_path))
 
 
+@pytest.mark.slow  # several worker processes
 def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_path):
     """Worker 1's validation loss and clock disagree with the chief's; every decision
     (anneal, best, time limit, cooldown) is still the chief's, on both workers."""

@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 import tensorflow as tf
-from conftest import SEARCH_FLAGS, run_python
+from conftest import SEARCH_FLAGS
+from helpers.in_process import run_in_process
 
 from convs2s_tf.export import find_saved_model
 from convs2s_tf.export.translation_module import (
@@ -17,14 +18,11 @@ from convs2s_tf.export.translation_module import (
 from convs2s_tf.inference import load_inference_model
 from convs2s_tf.layers.folded_kernels import foldable_layers
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 LINES = ["A man is riding a bicycle.", "Two dogs play in the snow.", "", "A girl smiles."]
 
 
 def _run(arguments, stdin=None):
-    result = run_python(["-m", *arguments], stdin, check=False)
+    result = run_in_process(arguments, stdin, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -33,6 +31,7 @@ def _nbest_rows(stdout):
     return [line.split(" ||| ") for line in stdout.splitlines()]
 
 
+@pytest.mark.slow  # translate, evaluate and export, each of a run and of an ensemble
 def test_translate_evaluate_export_an_ensemble(tiny_run, small_prepared, tmp_path):
     pair = f"--model_dir={tiny_run},{tiny_run}"
     stdin = "\n".join(LINES) + "\n"
@@ -97,8 +96,8 @@ def test_an_ensemble_of_other_vocabularies_is_a_usage_error(tiny_run, tmp_path):
     config = json.loads((other / "config.json").read_text())
     config["model"]["source_vocab_size"] += 1
     (other / "config.json").write_text(json.dumps(config))
-    result = run_python(
-        ["-m", "pipelines.translate", f"--model_dir={tiny_run},{other}"], "x\n", check=False
+    result = run_in_process(
+        ["pipelines.translate", f"--model_dir={tiny_run},{other}"], "x\n", check=False
     )
     assert result.returncode == 2
     assert str(tiny_run) in result.stderr and str(other) in result.stderr

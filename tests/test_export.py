@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import SEARCH_FLAGS, run_python
+from helpers.in_process import run_in_process
 
 from convs2s_tf.decoding import SearchConfig
 from convs2s_tf.decoding.compiled_search import SearchBuckets
@@ -31,9 +32,6 @@ from convs2s_tf.inference import (
 from convs2s_tf.layers.folded_kernels import foldable_layers
 from convs2s_tf.runs import load_trained_model
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 TEXTS = [
     "A man is riding a bicycle.",
     "Two dogs play in the snow.",
@@ -49,8 +47,12 @@ TEXTS = [
 SEARCH_CONFIG = SearchConfig(beam_size=3, max_len_a=1.2, max_len_b=5)
 
 
-def _run(arguments, stdin=None, timeout=600):
-    return run_python(arguments, stdin, timeout=timeout)
+def _run(arguments, stdin=None):
+    """Runs a pipeline (`["-m", "pipelines.NAME", ...]`) in process; any other module
+    (the checks of an export that must load it in a fresh process) in a subprocess."""
+    if arguments[1].startswith("pipelines."):
+        return run_in_process(arguments, stdin)
+    return run_python(arguments, stdin)
 
 
 def _warmup_requests(version_dir):
@@ -92,6 +94,7 @@ def test_versions_are_written_atomically(tmp_path):
     assert 'name: "base"' in (tmp_path / "base" / "models.config").read_text()
 
 
+@pytest.mark.slow  # a second export
 def test_export_layout_and_next_version(exported, tiny_run):
     version = exported / "1"
     for path in (
@@ -223,6 +226,7 @@ def test_threads_replay_every_warmup_request_once_and_raise_its_error(exported):
         replay_warmup_requests(recorder, str(exported / "1"), threads=0)
 
 
+@pytest.mark.slow  # loads the export in a fresh process
 def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
     result = _run(
         ["-m", "tests.helpers.saved_model_checks", "load", str(exported / "1")],
@@ -245,6 +249,7 @@ def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
     assert len(outputs["translate_ids"]["output_ids"]) == 2
 
 
+@pytest.mark.slow  # reads the export's ops in a fresh process
 def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     result = _run(["-m", "tests.helpers.saved_model_checks", "ops", str(exported / "1")])
     ops = json.loads(result.stdout.strip().splitlines()[-1])
@@ -254,6 +259,7 @@ def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     assert "While" in ops["used"] or "StatelessWhile" in ops["used"]
 
 
+@pytest.mark.slow  # runs saved_model_cli in a fresh process
 def test_saved_model_cli_run_uses_the_session_loader(exported):
     result = _run(
         [
@@ -288,6 +294,7 @@ def test_bad_input_does_not_change_other_translations(tiny_run):
     assert [len(hypotheses) for hypotheses in raw] == [1, 1]
 
 
+@pytest.mark.slow  # an export of its own, compiled
 def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
     export_dir = tmp_path / "tiny_bf16"
     _run(
@@ -312,6 +319,7 @@ def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
         served.check_request(nbest=4)
 
 
+@pytest.mark.slow  # an export of its own
 def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
     from convs2s_tf.interop import VocabularyTokenizer
     from convs2s_tf.interop.fairseq_dictionary import Dictionary
@@ -347,6 +355,7 @@ def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
     )
 
 
+@pytest.mark.slow  # an export of its own
 def test_int8_export_stores_int8_kernels_and_translates_as_the_checkpoint(tiny_run, tmp_path):
     export_dir = tmp_path / "tiny_int8"
     _run(

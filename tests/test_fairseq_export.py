@@ -8,7 +8,8 @@ log-probabilities equal ours), searched with fairseq's `SequenceGenerator` (the 
 end to end. A fairseq model imported and exported again is its own checkpoint, tensor for
 tensor and dictionary line for line. Then the refusals.
 
-Needs the `parity` extra (torch==2.13.0, then fairseq-fixed). Without it the module is
+The parity checks run in the fast tier, the pipeline and `fairseq-generate` in the slow
+one. Needs the `parity` extra (torch==2.13.0, then fairseq-fixed). Without it the module is
 skipped, except under CI (CI=true), where a missing fairseq is an error.
 """
 
@@ -18,9 +19,6 @@ import numpy as np
 import pytest
 from helpers.parity import require_fairseq
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 require_fairseq()
 
 import tensorflow as tf  # noqa: E402
@@ -28,6 +26,7 @@ import torch  # noqa: E402
 from conftest import multi30k_lines, run_python  # noqa: E402
 from fairseq import checkpoint_utils  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+from helpers.in_process import run_in_process  # noqa: E402
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
 
 from convs2s_tf.data.bpe import train_bpe  # noqa: E402
@@ -209,15 +208,15 @@ def test_fairseq_beam_search_equals_ours(exported):
     assert np.abs(scores - their_scores).max() < 1e-3
 
 
+@pytest.mark.slow  # the pipeline, then fairseq-generate in its own process
 def test_pipeline_export_and_fairseq_generate(sentencepiece_model, tmp_path):
     """The command-line path: pipelines.export_fairseq, then fairseq-generate (reading
     the pieces as raw text) gives our best hypotheses."""
     run = tmp_path / "run"
     model = write_run(run, SPECS["projections_partial_attention"], sentencepiece_model, seed=5)
     output_dir = tmp_path / "fairseq"
-    printed = run_python(
+    printed = run_in_process(
         [
-            "-m",
             "pipelines.export_fairseq",
             f"--model_dir={run}",
             f"--output_dir={output_dir}",

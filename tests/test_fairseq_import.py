@@ -6,7 +6,8 @@ against `SequenceGenerator`, and incremental decoding step by step (with a beam
 reordering). Then the refusals, and the pipelines end to end: import, pre-tokenised
 translation, ids-only export, evaluation of the export, and SentencePiece text.
 
-Needs the `parity` extra (torch==2.13.0, then fairseq-fixed). Without it the module is
+The parity checks run in the fast tier, the pipelines end to end in the slow one. Needs
+the `parity` extra (torch==2.13.0, then fairseq-fixed). Without it the module is
 skipped, except under CI (CI=true), where a missing fairseq is an error.
 """
 
@@ -19,16 +20,13 @@ import numpy as np
 import pytest
 from helpers.parity import require_fairseq
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 require_fairseq()
 
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
-from conftest import run_python  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from helpers import fairseq_models  # noqa: E402
+from helpers.in_process import run_in_process  # noqa: E402
 
 from convs2s_tf.decoding import SearchConfig, beam_search  # noqa: E402
 from convs2s_tf.interop import fairseq_fconv  # noqa: E402
@@ -368,12 +366,11 @@ def test_refuses_pickled_objects_other_architectures_and_mismatches(dictionaries
 
 
 def _run(arguments, stdin=None):
-    return run_python(["-m", *arguments], stdin)
+    return run_in_process(arguments, stdin)
 
 
 def _main(module_name, *arguments):
-    """Runs a pipeline in a fresh process (absl's global flags of other pipelines,
-    imported by other tests, must not leak in); returns its standard output."""
+    """Runs a pipeline in process; returns its standard output."""
     return _run([module_name, *arguments]).stdout
 
 
@@ -402,6 +399,7 @@ def _fairseq_translations(fairseq_model, dictionary_pairs, lines, max_len_b):
     return [target_dictionary.string(h[0]["tokens"]) for h in hypotheses]
 
 
+@pytest.mark.slow  # five pipelines end to end, an export among them
 def test_import_translate_export_evaluate_pipelines(dictionaries, tmp_path):
     model, args = _small_model(dictionaries, seed=13)
     checkpoint = fairseq_models.save_checkpoint(model, args, tmp_path / "checkpoint_best.pt")
@@ -516,6 +514,7 @@ def _sentencepiece_model(lines):
     return model.getvalue()
 
 
+@pytest.mark.slow  # pipelines end to end
 def test_sentencepiece_text_in_and_out(tmp_path):
     import sentencepiece as spm
     from conftest import multi30k_lines

@@ -21,9 +21,6 @@ from convs2s_tf.decoding.search_config import SearchConfig
 from pipelines import console
 from pipelines import flags as pipeline_flags
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 CONFIG = "configs/multi30k_en_de.cfg"
 PIPELINES = (
     "prepare_data",
@@ -83,6 +80,7 @@ def _shared(*groups, also=()):
     return {name for group in groups for name in pipeline_flags.group_flags(group)} | set(also)
 
 
+@pytest.mark.slow  # --help of every pipeline, in its own process
 def test_help_lists_exactly_the_flags_each_pipeline_reads():
     g = pipeline_flags
     expected = {
@@ -138,6 +136,7 @@ def _one_line_error(result, name):
     return lines[0]
 
 
+@pytest.mark.slow  # every pipeline in its own process, as a user runs it
 def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
     tiny_run, small_corpus, tmp_path
 ):
@@ -217,6 +216,7 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
     assert "total" in summary.stdout and summary.stderr == ""
 
 
+@pytest.mark.slow  # TensorFlow's start-up logging, in fresh processes
 def test_quiet_console_by_default_and_info_logs_on_request(small_corpus, small_prepared, tmp_path):
     # Re-preparing up-to-date data is cheap, and logs at INFO that nothing was done.
     data_dir = tmp_path / "data"

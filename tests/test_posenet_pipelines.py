@@ -22,9 +22,6 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from pipelines.client import predict
 
-# Every test trains a PoseNet run first (in two processes, a minute): the slow tier.
-pytestmark = pytest.mark.slow
-
 # Two layers a side, 32 wide: seconds a step on 2 cores.
 TINY_POSENET = [
     "--family=posenet",
@@ -112,6 +109,7 @@ def _translate(run, *flags, model_dir=None):
     ).splitlines()
 
 
+@pytest.mark.slow  # after a PoseNet run trained in two processes
 def test_trains_under_mirrored_strategy_resumes_and_writes_attention_images(posenet_run):
     with open(f"{posenet_run.model_dir}/config.json") as f:
         model = json.load(f)["model"]
@@ -128,6 +126,7 @@ def test_trains_under_mirrored_strategy_resumes_and_writes_attention_images(pose
     assert {"attention/sentence_0/layer_0", "attention/sentence_0/layer_1"} <= tags, tags
 
 
+@pytest.mark.slow  # after a PoseNet run trained in two processes
 def test_averaging_ensembles_shortlists_and_bfloat16(posenet_run, tmp_path):
     averaged = str(tmp_path / "averaged")
     _run(
@@ -163,6 +162,7 @@ def test_averaging_ensembles_shortlists_and_bfloat16(posenet_run, tmp_path):
     assert len(translations) == 2 and all(translations)
 
 
+@pytest.mark.slow  # after a PoseNet run trained in two processes
 def test_approx_bleu_is_reported_for_one_run_and_refused_for_an_ensemble(posenet_run):
     command = [
         "pipelines.evaluate",
@@ -181,6 +181,7 @@ def test_approx_bleu_is_reported_for_one_run_and_refused_for_an_ensemble(posenet
     assert result.returncode != 0 and "--approx_bleu scores one --model_dir" in result.stderr
 
 
+@pytest.mark.slow  # after a PoseNet run trained in two processes
 def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path):
     """Version 1 is the default export (small batches searched by XLA buckets), version
     2 the graph-mode one (`--noxla_small_batches`), served over gRPC."""
@@ -221,6 +222,7 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
     assert served[:2] == expected and np.all(np.isfinite(outputs["score"]))
 
 
+@pytest.mark.slow  # after a PoseNet run trained in two processes
 def test_fairseq_export_refuses_a_posenet_run_in_one_line(posenet_run, tmp_path):
     result = run_in_process(
         [

@@ -15,9 +15,6 @@ import shutil
 import pytest
 from conftest import SEARCH_FLAGS, run_python
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def relocated(tiny_run, tmp_path_factory):
@@ -39,6 +36,7 @@ def _run(cwd, *arguments, stdin=None):
     return run_python(["-m", *arguments], stdin=stdin, cwd=cwd)
 
 
+@pytest.mark.slow  # pipelines in subprocesses from another directory
 def test_evaluate_scores_the_runs_own_split(relocated):
     cwd, model_dir = relocated
     result = _run(
@@ -53,6 +51,7 @@ def test_evaluate_scores_the_runs_own_split(relocated):
     assert 0 <= scores["bleu"] <= 100 and "nrefs:1" in scores["bleu_signature"]
 
 
+@pytest.mark.slow  # pipelines in subprocesses from another directory
 def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
     cwd, model_dir = relocated
     translated = _run(
@@ -91,6 +90,7 @@ def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
     importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true",
     reason="pipelines.export_fairseq needs PyTorch (the parity extra)",
 )
+@pytest.mark.slow  # pipelines in subprocesses from another directory
 def test_export_fairseq_reads_the_runs_languages(relocated):
     cwd, model_dir = relocated
     _run(cwd, "pipelines.export_fairseq", f"--model_dir={model_dir}", "--output_dir=fairseq")

@@ -26,9 +26,6 @@ from convs2s_tf.vocabulary import PAD_ID
 
 from .test_export import SEARCH_CONFIG, TEXTS
 
-# End to end in fresh processes: `scripts/run_tests.sh --all` and CI run it.
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def shortlisted_run(tiny_run, tmp_path_factory):
@@ -85,6 +82,7 @@ def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
     assert result.stdout.splitlines() == expected
 
 
+@pytest.mark.slow  # an export, then its ops read in a fresh process
 def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path):
     export_dir = tmp_path / "shortlisted"
     run_in_process(

@@ -141,6 +141,7 @@ def _tags(directory):
     return set(accumulator.Tags()["tensors"])
 
 
+@pytest.mark.slow  # trains, validates, tests and evaluates
 def test_tensorboard_events_hold_every_summary(short_corpus, tmp_path):
     """Stopped inside the first epoch (--max_steps), the run still validates and writes
     every summary, and its test score is pipelines.evaluate's with default flags."""
@@ -207,6 +208,7 @@ def test_bad_flags_fail_with_a_clear_message(small_corpus, tmp_path, flag, messa
     assert message in result.stderr
 
 
+@pytest.mark.slow  # trains two epochs, then evaluates
 def test_average_last_n_is_what_the_test_score_and_evaluate_use(short_corpus, tmp_path):
     """Epoch ends are kept apart from the (mid-epoch) recent checkpoints and averaged
     into averaged/, which test_results.json scores and names and evaluate then uses."""

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from conftest import SEARCH_FLAGS
 from helpers.corpora import multi30k_lines
 from helpers.in_process import run_in_process
@@ -24,6 +25,7 @@ def _run(arguments, stdin=None):
     return run_in_process(["-m", *arguments], stdin, check=False)
 
 
+@pytest.mark.slow  # attention images of an export
 def test_translate_checkpoint_stdin_equals_saved_model_file(tiny_run, exported, tmp_path):
     from_checkpoint = _run(
         ["pipelines.translate", f"--model_dir={tiny_run}", "--batch_size=3", *SEARCH_FLAGS],
@@ -73,6 +75,7 @@ def test_translate_nbest_and_flag_errors(tiny_run, exported):
     )
 
 
+@pytest.mark.slow  # 44 searches with attention images
 def test_length_sorted_batches_write_every_output_in_input_order(tiny_run, tmp_path):
     # Lines of many lengths: with --batch_size=3 they are translated in length-sorted
     # batches, with --batch_size=1 alone (in windows of 16 lines); translations, n-best
@@ -102,6 +105,7 @@ def test_length_sorted_batches_write_every_output_in_input_order(tiny_run, tmp_p
     assert outputs[3][1] == outputs[1][1]
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_evaluate_files_and_split(tiny_run, exported, small_prepared, tmp_path):
     source, reference = small_prepared.data.split_paths("test")
     files = _run(

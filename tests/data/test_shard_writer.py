@@ -4,6 +4,7 @@ import collections
 import os
 
 import numpy as np
+import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
@@ -36,6 +37,7 @@ def read_shards(directory, split):
     ]
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_worker_processes_write_what_one_process_writes(small_prepared, tmp_path):
     data = small_prepared.data
     source_path, target_path = data.split_paths("train")

@@ -31,6 +31,7 @@ def _assert_same(actual, expected):
             assert actual_score == pytest.approx(expected_score, abs=1e-4)
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_a_bucket_compiles_on_its_second_batch_without_warm_up(inference, graph_translations):
     translator = inference.translator(warm_up=False)
     assert translator.warmup_seconds == 0.0
@@ -49,6 +50,7 @@ def test_a_bucket_compiles_on_its_second_batch_without_warm_up(inference, graph_
     assert translator._bucket_batches == {1: 2, 4: 2}
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_buckets_compile_while_another_thread_searches(inference, graph_translations):
     # translate_all searches two batches at once, from two threads: here one thread
     # traces the compiled search while the other traces or runs the graph-mode one.
@@ -59,6 +61,7 @@ def test_buckets_compile_while_another_thread_searches(inference, graph_translat
     assert translator._compiled_functions
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_warm_up_compiles_every_bucket_at_load(inference, graph_translations):
     translator = inference.translator()
     assert translator.warmup_seconds > 0.0 and translator._compiled_functions

@@ -38,6 +38,7 @@ def test_split_paths_and_member_checkpoints():
         member_checkpoints(["a", "b"], "x")
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_ensemble_of_a_run_with_itself_translates_as_the_run(tiny_run):
     single = load_inference_model(str(tiny_run), search_config=SEARCH)
     pair = load_inference_model(f"{tiny_run},{tiny_run}", search_config=SEARCH)

@@ -1,6 +1,7 @@
 """float16 training with dynamic loss scaling: it follows float32, and skips overflows."""
 
 import numpy as np
+import pytest
 from helpers.synthetic import dataset, make_trainer
 
 
@@ -10,6 +11,7 @@ def train_losses(trainer, batches):
     return [trainer._train_step(batch) for batch in distributed]
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_float16_loss_follows_float32_within_tolerance(tmp_path):
     batches = dataset(seed=3, batches=20)
     losses = {}
@@ -27,6 +29,7 @@ def test_float16_loss_follows_float32_within_tolerance(tmp_path):
     np.testing.assert_allclose(losses["float16"], losses["float32"], rtol=0.02)
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_overflow_step_is_skipped_and_halves_the_scale(tmp_path):
     trainer = make_trainer(tmp_path, dtype="float16")
     batches = dataset(seed=4, batches=2)

@@ -52,6 +52,7 @@ def test_the_config_names_the_optimiser():
             TrainingConfig(**bad).validate()
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_adam_with_noam_warmup_trains_at_the_warmed_up_rates(tmp_path):
     trainer = make_trainer(
         tmp_path, optimizer="adam", learning_rate=1e-2, warmup="noam", warmup_steps=4

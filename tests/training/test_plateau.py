@@ -9,6 +9,7 @@ from helpers.synthetic import EpochBatches, dataset, make_trainer
 from convs2s_tf.training.plateau import anneal_learning_rate
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_learning_rate_shrinks_on_plateau_and_stops(tmp_path):
     trainer = make_trainer(
         tmp_path,

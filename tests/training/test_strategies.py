@@ -13,6 +13,7 @@ def test_unknown_strategy_is_refused():
         create_strategy("tpu")
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_mirrored_update_equals_single_device():
     """One update under a 2-logical-CPU MirroredStrategy equals the single-device one."""
     output = run_python(["-m", "tests.helpers.mirrored_update"], timeout=300)

@@ -8,6 +8,7 @@ from helpers.synthetic import EpochBatches, dataset, make_trainer
 from convs2s_tf.runs import latest_checkpoint
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_xla_compiled_step_makes_the_same_update(tmp_path):
     batches = list(dataset(seed=5, batches=2))
     weights = {}
@@ -33,6 +34,7 @@ def test_update_freq_accumulates(tmp_path):
     assert int(trainer.optimizer.iterations.numpy()) == 3
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_stop_inside_an_epoch_validates_and_checkpoints(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=2, save_every_steps=0, valid_beam_size=0)
     result = trainer.train(

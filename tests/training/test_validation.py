@@ -62,6 +62,7 @@ def test_validation_loss_is_the_reference_loss(model):
     ]
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_validation_translates_and_plots_attention(model):
     summaries = RecordingSummaries()
     config = TrainingConfig(

@@ -1,6 +1,7 @@
 """A PoseNet trains with the toolkit's trainer and is searched by its beam search."""
 
 import numpy as np
+import pytest
 from helpers.synthetic import VOCAB, dataset
 
 from convs2s_tf.decoding import SearchConfig, beam_search
@@ -27,6 +28,7 @@ def small_posenet():
     )
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_posenet_trains_with_adam_and_is_searched(tmp_path):
     config = TrainingConfig(
         optimizer="adam",
