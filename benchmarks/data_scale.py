@@ -2,7 +2,7 @@
 
     python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \\
         [--startup_pairs=500000,4500000] [--large_pairs=12000000] \\
-        [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=d422e8e] \\
+        [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=REV] \\
         [--input_epochs=0] [--work_dir=/tmp/convs2s_data_scale]
 
 The corpus is Multi30k's 29,000 training pairs replicated to N pairs (WMT'14 en-de has
@@ -149,15 +149,12 @@ def start_training(pairs):
 
 
 def training_rate(tree, preset, data_dir):
-    """`benchmarks.train_speed` of `preset` in `tree` on Multi30k in `data_dir` (the
-    benchmark's name at older revisions: `train_throughput`)."""
+    """`benchmarks.train_speed` of `preset` in `tree` on Multi30k in `data_dir`."""
     flagfile = os.path.join(FLAGS.work_dir, f"throughput_{os.path.basename(tree)}.cfg")
     with open(flagfile, "w") as f:
         f.write(f"--flagfile={os.path.join(tree, 'configs', 'multi30k_en_de.cfg')}\n")
         f.write(f"--data_dir={data_dir}\n")
-    names = ("train_speed", "train_throughput")
-    name = next(n for n in names if os.path.exists(os.path.join(tree, "benchmarks", n + ".py")))
-    command = [sys.executable, "-m", f"benchmarks.{name}", f"--preset={preset}"]
+    command = [sys.executable, "-m", "benchmarks.train_speed", f"--preset={preset}"]
     command += ["--variants=bfloat16", f"--steps={FLAGS.throughput_steps}", f"--config={flagfile}"]
     _, _, stdout = run_measured(command, cwd=tree)
     return last_json(stdout)["target_tokens_per_sec"]
