@@ -52,6 +52,7 @@ def test_the_pipeline_writes_the_runs_shortlist(shortlisted_run):
     assert shortlist.metadata["source_file"].endswith("train.en")
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
     path = shortlist_path(str(shortlisted_run))
     loaded = load_inference_model(str(shortlisted_run), search_config=SEARCH_CONFIG, shortlist=path)

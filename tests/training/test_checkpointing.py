@@ -9,6 +9,7 @@ from helpers.synthetic import EpochBatches, dataset, make_trainer
 from convs2s_tf.runs import CheckpointError, latest_checkpoint
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_resume_from_best_when_checkpoints_are_gone(tmp_path):
     trainer = make_trainer(tmp_path, max_epochs=1, save_every_steps=0, valid_beam_size=0)
     trainer.train(
