@@ -179,6 +179,7 @@ def test_sigterm_stops_cleanly(server, stub):
     assert "Server stopped." in stdout
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_servable_replays_the_warmup_requests_before_serving(exported, monkeypatch):
     from convs2s_tf.serving import prediction_service
 

@@ -1,8 +1,11 @@
 """Opening translators: an export's warm-up requests replayed at load only when asked."""
 
+import pytest
+
 from convs2s_tf.inference import factory, open_translator, text_translators
 
 
+@pytest.mark.slow  # over ten seconds on 2 cores
 def test_an_export_replays_its_warm_up_requests_only_when_asked(exported, monkeypatch):
     replayed = []
 
