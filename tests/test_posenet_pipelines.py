@@ -44,8 +44,8 @@ SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
 class PoseNetRun:
     data_dir: str
     model_dir: str
-    first: str  # stdout of the run stopped at step 20
-    resumed: str  # stdout of its resumption to step 30
+    first: str  # stdout of the run stopped at step 6
+    resumed: str  # stdout of its resumption to step 10
 
 
 def _train(arguments):
@@ -69,7 +69,9 @@ def _run(arguments, stdin=None):
 
 
 # Validation and test pairs: each validation (BLEU at beam 2) and evaluation is seconds.
-SPLIT_PAIRS = 40
+SPLIT_PAIRS = 8
+# The search of every translation and export: short hypotheses of an untrained model.
+SEARCH = ["--beam_size=2", "--max_len_a=1.2", "--max_len_b=5"]
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +86,15 @@ def posenet_run(tmp_path_factory):
         *TINY_POSENET,
         "--strategy=mirrored",
         "--cpu_replicas=2",
-        "--save_every_steps=10",
+        "--save_every_steps=3",
         "--keep_checkpoints=3",
         "--valid_beam_size=2",
         "--attention_sentences=1",
         "--test_beam_size=0",
         "--progress_bar=false",
     ]
-    first = _train(command + ["--max_steps=20"])
-    resumed = _train(command + ["--max_steps=30"])
+    first = _train(command + ["--max_steps=6"])
+    resumed = _train(command + ["--max_steps=10"])
     return PoseNetRun(data_dir, model_dir, first, resumed)
 
 
@@ -102,7 +104,7 @@ def _translate(run, *flags, model_dir=None):
             "pipelines.translate",
             f"--data_dir={run.data_dir}",
             f"--model_dir={model_dir or run.model_dir}",
-            "--beam_size=2",
+            *SEARCH,
             *flags,
         ],
         stdin="\n".join(SENTENCES[:2]) + "\n",
@@ -114,9 +116,9 @@ def test_trains_under_mirrored_strategy_resumes_and_writes_attention_images(pose
     with open(f"{posenet_run.model_dir}/config.json") as f:
         model = json.load(f)["model"]
     assert model["family"] == "posenet" and model["hidden_dim"] == 32
-    assert "step 20" in posenet_run.first
-    assert re.search(r"Resumed from .*ckpt-20: step 20", posenet_run.resumed)
-    assert "step 30" in posenet_run.resumed
+    assert "step 6" in posenet_run.first
+    assert re.search(r"Resumed from .*ckpt-6: step 6", posenet_run.resumed)
+    assert "step 10" in posenet_run.resumed
     accumulator = event_accumulator.EventAccumulator(
         f"{posenet_run.model_dir}/valid", size_guidance={event_accumulator.TENSORS: 0}
     )
@@ -150,7 +152,7 @@ def test_averaging_ensembles_shortlists_and_bfloat16(posenet_run, tmp_path):
                 "pipelines.evaluate",
                 f"--data_dir={posenet_run.data_dir}",
                 f"--model_dir={posenet_run.model_dir},{averaged}",
-                "--beam_size=2",
+                *SEARCH,
                 "--shortlist",
                 "--inference_dtype=bfloat16",
                 "--json",
@@ -194,7 +196,7 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
                 f"--data_dir={posenet_run.data_dir}",
                 f"--model_dir={posenet_run.model_dir}",
                 f"--export_dir={export_dir}",
-                "--beam_size=2",
+                *SEARCH,
                 *flags,
             ]
         )
