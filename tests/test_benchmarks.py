@@ -1,14 +1,13 @@
-"""The benchmarks users run (docs/performance.md), end to end with the smallest settings on
-the tiny fixtures (a random model over the small corpus), in this process where a
-benchmark needs no process of its own: each ends with one JSON line of sensible figures.
-The comparisons with fairseq and CTranslate2 have test files of their own."""
+"""The benchmarks users run (docs/performance.md), end to end in this process with the
+smallest settings on the tiny fixtures (a random model over the small corpus): each ends
+with one JSON line of sensible figures. The comparisons with fairseq and CTranslate2 have
+test files of their own."""
 
 import json
 import shutil
 
 import pytest
 from absl import flags
-from conftest import run_python
 from helpers.corpora import (
     POSENET_TINY_FLAGS,
     TINY_MODEL_FLAGS,
@@ -16,7 +15,7 @@ from helpers.corpora import (
     write_multi30k_split,
 )
 
-from benchmarks import data_scale, shortlist_sizes, train_speed, translate_speed
+from benchmarks import data_scale, family_comparison, shortlist_sizes, train_speed, translate_speed
 
 # Sentences of the validation and test splits the decoding benchmarks translate.
 SENTENCES = 8
@@ -78,7 +77,9 @@ def test_translate_speed(short_run, capsys):
         capsys,
         f"--model_dir={short_run}",
         "--variants=float32",
-        "--exports=default",
+        # The export without its compiled small-batch buckets (tests/test_export.py
+        # tests them): every export takes the same path here, the buckets only lengthen it.
+        "--exports=no_buckets",
         "--latency_sentences=2",
         "--batch_size=4",
         "--repeats=1",
@@ -90,7 +91,7 @@ def test_translate_speed(short_run, capsys):
     assert (
         in_process["float32_sentences_per_sec_greedy"] > 0 and in_process["latency_ms_batch1"] > 0
     )
-    export = line["exports"]["default"]
+    export = line["exports"]["no_buckets"]
     assert export["export_seconds"] > 0 and export["load_seconds"] > 0
     assert 0 < export["first_request_ms"] and 0 < export["batch1_warm_mean_ms"]
     assert export["batch_sentences_per_sec"] > 0 and export["peak_rss_mb"] > 100
@@ -164,7 +165,7 @@ def test_data_scale(short_corpus, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_family_comparison(short_corpus, tmp_path):
+def test_family_comparison(short_corpus, tmp_path, capsys):
     # One arm (every arm takes the same path): a tiny PoseNet trained on the small corpus,
     # scored and timed on SENTENCES validation and test pairs.
     corpus = {"train": short_corpus["train"]}
@@ -189,9 +190,9 @@ def test_family_comparison(short_corpus, tmp_path):
         )
         + "\n"
     )
-    arguments = [
-        "-m",
-        "benchmarks.family_comparison",
+    line, _ = run_benchmark(
+        family_comparison,
+        capsys,
         "--seed=3",
         f"--arms=tiny:{config}",
         f"--runs_dir={tmp_path / 'runs'}",
@@ -200,9 +201,7 @@ def test_family_comparison(short_corpus, tmp_path):
         # The buckets are tested with the export (tests/test_export.py); here their
         # compilation would only lengthen the arm's export and its load.
         "--nobuckets",
-    ]
-    result = run_python(arguments)
-    line = json.loads(result.stdout.strip().splitlines()[-1])
+    )
     arm = line["arms"]["tiny"]
     assert line["seed"] == 3 and arm["epochs"] == 1 and arm["updates"] > 0
     assert arm["parameters"] > 0 and arm["train_seconds"] > 0 and arm["train_tokens_per_sec"] > 0

@@ -24,8 +24,12 @@ def test_compare_ctranslate2(tiny_run, tmp_path, capsys):
         "--sentences=8",
         "--latency_sentences=2",
         "--batch_size=4",
+        # PyTorch's threads wait for each other when other processes take the cores.
+        "--threads=1",
         "--translators=transformer_ct2_int8",
         "--translators=convs2s_float32",
+        # Without the compiled small-batch buckets (tests/test_export.py tests them).
+        "--export_flags=--noxla_small_batches",
     ]
     options = flags.FlagValues()
     ctranslate2.define_flags(options)

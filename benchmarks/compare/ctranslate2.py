@@ -104,6 +104,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("threads", threads, "Threads of fairseq and CTranslate2.", **define)
     names = [*CTRANSLATE2_MODELS, *EXPORTS]
     flags.DEFINE_multi_enum("translators", names, names, "Translators (repeatable).", **define)
+    flags.DEFINE_list("export_flags", [], "More pipelines.export flags, every export.", **define)
     # A fresh CTranslate2 process (what step 4 runs for each CTranslate2 model).
     flags.DEFINE_string("child_model", None, "Time this CTranslate2 model here.", **define)
     compute_types = ["float32", "int8", "int8_float32"]
@@ -283,7 +284,7 @@ def export(options, work_dir):
     for name in names:
         base = os.path.join(work_dir, "exports", name)
         if not os.path.isdir(base):
-            export_seconds(options.model_dir, base, *EXPORTS[name])
+            export_seconds(options.model_dir, base, *EXPORTS[name], *options.export_flags)
         versions = sorted(entry for entry in os.listdir(base) if entry.isdigit())
         paths[name] = os.path.join(base, versions[-1])
     return paths
