@@ -312,7 +312,8 @@ def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
     in_process = CheckpointTranslator(
         model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16", xla=True)
     )
-    served = open_saved_model(str(export_dir))  # the base directory: its newest
+    # The base directory: its newest. Without warm-up only the batches translated compile.
+    served = open_saved_model(str(export_dir), warm_up=False)
     assert isinstance(served, SavedModelTranslator) and served.beam_size == 3
     assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)
     with pytest.raises(UnsupportedRequestError, match="the SavedModel's beam size 3"):
@@ -338,7 +339,7 @@ def test_token_ids_export_translates_as_the_checkpoint(tiny_run, tmp_path):
     requests = _warmup_requests(tmp_path / "ids" / "1")
     assert {request.model_spec.signature_name for request in requests} == {"translate_ids"}
     assert tf.make_ndarray(requests[-1].inputs["source_ids"]).dtype == np.int32
-    served = open_saved_model(version_dir)
+    served = open_saved_model(version_dir, warm_up=False)
     assert isinstance(served, TokenIdsTranslator)
     for request in ({"nbest": 2}, {"attention": True}):
         with pytest.raises(UnsupportedRequestError, match="translate_ids signature only"):
@@ -376,7 +377,7 @@ def test_int8_export_stores_int8_kernels_and_translates_as_the_checkpoint(tiny_r
     assert len(int8_names) == len(foldable_layers(model))
     assert all(name.startswith("folded_kernels/") for name in int8_names)
     in_process = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG.replace(int8_weights=True))
-    served = open_saved_model(str(export_dir))
+    served = open_saved_model(str(export_dir), warm_up=False)  # compiles what it translates
     # The whole list (graph mode) and one sentence (a compiled bucket) alike: the same
     # hypotheses, scores within float32 rounding.
     for texts in (TEXTS, TEXTS[:1]):
