@@ -147,7 +147,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_
     extra = ["--max_epochs=1"]
     # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
     processes = start_workers(tmp_path, short_corpus, extra)
-    wait_until(lambda: len(steps(tmp_path, 0)) >= 8, processes)
+    wait_until(lambda: len(steps(tmp_path, 0)) >= 5, processes)  # past the save at step 3
     for process in processes:
         process.send_signal(signal.SIGKILL)
     finish(processes)
@@ -155,7 +155,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
     processes = start_workers(tmp_path, short_corpus, extra)
-    wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 4, processes)
+    wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 2, processes)
     processes[1].send_signal(signal.SIGTERM)
     preempted = finish(processes)
     for status, _, stderr in preempted:
