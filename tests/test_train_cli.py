@@ -10,11 +10,10 @@ import time
 
 import pytest
 import tensorflow as tf
+from conftest import ROOT, run_python, subprocess_env
 from helpers.corpora import local_corpus_flags
 from helpers.in_process import run_in_process
 from tensorboard.backend.event_processing import event_accumulator
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A tiny model so that each run takes seconds on 2 cores.
 TINY_MODEL = [
@@ -39,22 +38,6 @@ def _command(small_corpus, data_dir, model_dir, *extra):
         *TINY_MODEL,
         *extra,
     ]
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-
-
-def _run_process(command, timeout=600):
-    """Runs `python COMMAND...` in a fresh process (for the kill and resume test)."""
-    return subprocess.run(
-        [sys.executable, *command],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _run(command):
@@ -91,7 +74,7 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     process = subprocess.Popen(
         [sys.executable, *command],
         cwd=ROOT,
-        env=_env(),
+        env=subprocess_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -113,14 +96,14 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert 20 <= killed_at < 60
     # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch. The
     # "Resumed from" line is logged at INFO, which the pipelines show on request.
-    resumed = _run_process([*command, "--verbosity=0"])
+    resumed = run_python([*command, "--verbosity=0"], check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resumed from {model_dir}/checkpoints/ckpt-{killed_at}" in resumed.stderr
     assert _latest_step(str(model_dir)) == 60
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", "ckpt-60"))
     assert reader.get_tensor("state/step/.ATTRIBUTES/VARIABLE_VALUE") == 60
     # Re-running a finished command does no more steps.
-    again = _run_process(command)
+    again = run_python(command, check=False)
     assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
     # The default (quiet) console says in one line that the re-run continues the run.
     resumed_lines = [line for line in again.stdout.splitlines() if "Resumed from" in line]
@@ -128,7 +111,7 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert resumed_lines[0].startswith(f"Resumed from {model_dir}/checkpoints/ckpt-60: step 60,")
     # The run directory describes its model: other model flags are refused, not resumed.
     other = [*command, "--embed_dim=48"]
-    refused = _run_process(other)
+    refused = run_python(other, check=False)
     assert refused.returncode != 0
     assert "describes another model" in refused.stderr
 
