@@ -2,7 +2,20 @@
 
 import pytest
 
-from convs2s_tf.models import LayerSpecError, parse_layer_spec
+from convs2s_tf.models import (
+    LayerSpec,
+    LayerSpecError,
+    format_layer_spec,
+    parse_attention_spec,
+    parse_layer_spec,
+)
+from convs2s_tf.models.convs2s.layer_spec import (
+    MAX_CHANNELS,
+    MAX_KERNEL_WIDTH,
+    MAX_LAYERS,
+    MAX_SPEC_CHARS,
+    normalise_layer_spec,
+)
 
 
 @pytest.mark.parametrize(
@@ -42,3 +55,51 @@ def test_layer_spec_examples():
     assert spec[0] == (512, 3, 1) and spec[9] == (1024, 3, 1) and spec[-1] == (2048, 1, 1)
     assert parse_layer_spec("[(8, 3, 0), (8, 3, 2)]")[1].residual == 2
     assert parse_layer_spec("2 * [(8, 3)]") == parse_layer_spec("[(8, 3)] * 2")
+
+
+@pytest.mark.parametrize(
+    "spec, limit",
+    [
+        # Each term is within MAX_LAYERS; only the sum is not.
+        (" + ".join(["[(512,3)]*1000"] * 3), f"MAX_LAYERS={MAX_LAYERS}"),
+        ("[(8,3)]" + " + [(8,3)]" * MAX_LAYERS, f"MAX_LAYERS={MAX_LAYERS}"),
+        ("[True]*1000 + [True]*1000", f"MAX_LAYERS={MAX_LAYERS}"),
+        ("[(8,3)]*" + "9" * 30, f"MAX_LAYERS={MAX_LAYERS}"),
+        (f"[(512,3), ({MAX_CHANNELS + 1},3)]", f"MAX_CHANNELS={MAX_CHANNELS}"),
+        ("[(" + "9" * 100 + ",3)]", f"MAX_CHANNELS={MAX_CHANNELS}"),
+        (f"[(512,{MAX_KERNEL_WIDTH + 1})]", f"MAX_KERNEL_WIDTH={MAX_KERNEL_WIDTH}"),
+        ("[(8,3)]" + "*1" * 5000, "nested too deeply"),
+        ("[(8,3)]" + " " * MAX_SPEC_CHARS, f"MAX_SPEC_CHARS={MAX_SPEC_CHARS}"),
+    ],
+    ids=[
+        "sum-of-repeats",
+        "chain-of-one-layer-terms",
+        "attention-sum",
+        "huge-repeat",
+        "channels",
+        "huge-channels",
+        "kernel-width",
+        "deep-product",
+        "long-text",
+    ],
+)
+def test_oversized_layer_specs_are_one_line_naming_the_limit(spec, limit):
+    with pytest.raises(LayerSpecError) as error:
+        parse_layer_spec(spec)
+    message = str(error.value)
+    assert limit in message and "\n" not in message and len(message) < 400
+
+
+def test_attention_specs_are_bounded_too():
+    with pytest.raises(LayerSpecError, match=f"MAX_LAYERS={MAX_LAYERS}"):
+        parse_attention_spec("[True]*1000 + [True]*1000", 2000)
+
+
+def test_largest_allowed_specs_parse():
+    # A chain of MAX_LAYERS one-layer terms is longer than Python's recursion limit.
+    assert len(parse_layer_spec("[(8,3)]" + " + [(8,3)]" * (MAX_LAYERS - 1))) == MAX_LAYERS
+    # The longest text: every limit reached, each residual from the input.
+    widest = [LayerSpec(MAX_CHANNELS, MAX_KERNEL_WIDTH, index + 1) for index in range(MAX_LAYERS)]
+    assert parse_layer_spec(format_layer_spec(widest)) == widest
+    with pytest.raises(LayerSpecError, match=f"MAX_LAYERS={MAX_LAYERS}"):
+        normalise_layer_spec([(8, 3)] * (MAX_LAYERS + 1))
