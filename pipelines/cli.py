@@ -36,6 +36,7 @@ def user_errors():
         InvalidUtf8Error,
         LineCountMismatchError,
     )
+    from convs2s_tf.data.text_files import LineTooLongError
     from convs2s_tf.interop.fairseq_dictionary import DictionaryError
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError
     from convs2s_tf.interop.vocabulary_tokenizer import VocabularyError
@@ -55,6 +56,7 @@ def user_errors():
         DatasetUnavailableError,
         InvalidUtf8Error,
         LineCountMismatchError,
+        LineTooLongError,
         DictionaryError,
         FairseqImportError,
         VocabularyError,

@@ -2,20 +2,38 @@
 
 Lines are split on '\\n' only (a trailing '\\r' is dropped), exactly like
 `tf.data.TextLineDataset` and SentencePiece read them, so that no Unicode line separator
-(U+2028, U+0085, ...) inside a sentence can shift one side against the other.
+(U+2028, U+0085, ...) inside a sentence can shift one side against the other. Two things
+differ from `TextLineDataset`, for files it would misread: a UTF-8 byte order mark
+opening a file is not part of its first line, and a file without any '\\n' but with
+'\\r' (classic Mac OS line endings) is split on '\\r'. A line longer than
+`MAX_LINE_BYTES` is refused with its file and number (`LineTooLongError`).
 """
 
 import collections
 import gzip
 import io
+import itertools
 import os
 from collections.abc import Iterator
+from typing import NoReturn
 
 from convs2s_tf.data.errors import CorpusFileNotFoundError, InvalidUtf8Error, LineCountMismatchError
 
 INVALID_UTF8_POLICIES = ("error", "replace")
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+# Far longer than any sentence, and a bound on the memory one line takes: a file whose
+# line breaks were lost (or that is no text at all) fails here, not by exhausting memory.
+MAX_LINE_BYTES = 64 << 20
+_BLOCK_BYTES = 1 << 20
+# How far past a file's first '\r' a '\n' may come for the file to count as '\n'-ended.
+_CR_LOOKAHEAD_BYTES = 1 << 20
+
+
+class LineTooLongError(ValueError):
+    """A line of a text file is longer than `MAX_LINE_BYTES`."""
 
 
 class LineDecoder:
@@ -57,6 +75,9 @@ def split_lines(text: str) -> list[str]:
     U+0085, U+2028 and U+2029, this keeps such characters inside their line, so one input
     line always gives one output line and translations stay aligned with their sources.
 
+    As files are read (`iter_raw_lines`), a byte order mark (U+FEFF) opening the text is
+    dropped, and a text without '\\n' but with '\\r' is split on '\\r'.
+
     Args:
         text: the text; a final '\\n' is optional.
 
@@ -65,9 +86,11 @@ def split_lines(text: str) -> list[str]:
         endings give clean lines). Only the empty piece after a final '\\n' is dropped:
         "a\\nb\\n" and "a\\nb" give ["a", "b"], "a\\n\\nb" gives ["a", "", "b"], "" gives [].
     """
-    lines = text.split("\n")
+    text = text.removeprefix("\ufeff")
+    separator = "\r" if "\n" not in text and "\r" in text else "\n"
+    lines = text.split(separator)
     if lines[-1] == "":
-        # The piece after a final '\n' (or all of an empty text) is not a line.
+        # The piece after a final separator (or all of an empty text) is not a line.
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
@@ -117,19 +140,90 @@ def open_text_file(path: str) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if is_gzip else open(path, "rb")
 
 
-def iter_raw_lines(path: str) -> Iterator[bytes]:
-    """Yields the lines of `path` as bytes without their '\\n' (or '\\r\\n') ending."""
+def iter_raw_lines(path: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """Yields the lines of `path` as bytes without their '\\n' (or '\\r\\n') ending.
+
+    A UTF-8 byte order mark opening the file is dropped; a file without '\\n' but with
+    '\\r' is split on '\\r'. Time and memory are linear in the file's size, and at most
+    one line (bounded by `max_line_bytes`) is held at a time.
+
+    Raises:
+        CorpusFileNotFoundError: `path` does not exist.
+        LineTooLongError: a line is longer than `max_line_bytes` (file and line named).
+    """
     with open_text_file(path) as text_file:
-        pending = b""
-        # Reading in blocks and splitting on b"\n" (not readline(), which is equivalent
-        # but slower) keeps memory bounded for multi-gigabyte WMT files.
-        while block := text_file.read(1 << 20):
-            lines = (pending + block).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                yield line[:-1] if line.endswith(b"\r") else line
-        if pending:
-            yield pending[:-1] if pending.endswith(b"\r") else pending
+        # Blocks of a BufferedReader are whole (short only at the end of the file), and
+        # splitting each on the separator (not readline()) keeps reading fast.
+        blocks = iter(lambda: text_file.read(_BLOCK_BYTES), b"")
+        head, separator = _read_head(blocks, max_line_bytes)
+        yield from _split_blocks(itertools.chain(head, blocks), separator, path, max_line_bytes)
+
+
+def _read_head(blocks: Iterator[bytes], max_line_bytes: int) -> tuple[list[bytes], bytes]:
+    """Reads the first blocks of a file until its line separator is known.
+
+    Returns:
+        The blocks read (the byte order mark removed) and the separator: b"\\n", or
+        b"\\r" if no '\\n' follows the first '\\r' within `_CR_LOOKAHEAD_BYTES` (a
+        lone '\\r' inside a line of an ordinary file stays in its line).
+    """
+    head: list[bytes] = []
+    size = 0
+    first_cr = -1
+    for block in blocks:
+        if not head and block.startswith(_UTF8_BOM):
+            block = block[len(_UTF8_BOM) :]
+        head.append(block)
+        if b"\n" in block:
+            return head, b"\n"
+        if first_cr < 0 and (found := block.find(b"\r")) >= 0:
+            first_cr = size + found
+        size += len(block)
+        if first_cr >= 0 and size - first_cr > _CR_LOOKAHEAD_BYTES:
+            return head, b"\r"
+        if first_cr < 0 and size > max_line_bytes:
+            return head, b"\n"  # the first line is too long: `_split_blocks` says so
+    return head, b"\r" if first_cr >= 0 else b"\n"
+
+
+def _split_blocks(
+    blocks: Iterator[bytes], separator: bytes, origin: str, max_line_bytes: int
+) -> Iterator[bytes]:
+    """Yields the lines of consecutive `blocks` split on `separator` (and without one
+    trailing '\\r' if that is b"\\n"), in time linear in their size."""
+    unfinished: list[bytes] = []  # the pieces of a line that spans blocks
+    unfinished_size = 0
+    line_number = 1
+    for block in blocks:
+        pieces = block.split(separator)
+        for line in itertools.islice(pieces, len(pieces) - 1):
+            if unfinished:
+                # Joined once, when the line ends: concatenating block by block would
+                # copy a long line once per block.
+                unfinished.append(line)
+                line = b"".join(unfinished)
+                unfinished, unfinished_size = [], 0
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if len(line) > max_line_bytes:
+                _line_too_long(origin, line_number, max_line_bytes)
+            yield line
+            line_number += 1
+        if pieces[-1]:
+            unfinished.append(pieces[-1])
+            unfinished_size += len(pieces[-1])
+            if unfinished_size > max_line_bytes + 1:  # + a '\r' it may end with
+                _line_too_long(origin, line_number, max_line_bytes)
+    if unfinished:
+        line = b"".join(unfinished)
+        yield line[:-1] if line.endswith(b"\r") else line
+
+
+def _line_too_long(origin: str, line_number: int, max_line_bytes: int) -> NoReturn:
+    raise LineTooLongError(
+        f"{origin}, line {line_number}: longer than {max_line_bytes} bytes "
+        "(MAX_LINE_BYTES); a corpus holds one sentence per line."
+    )
 
 
 def read_parallel_lines(
