@@ -5,7 +5,9 @@ decision taken by one worker alone (stop, anneal, a new best checkpoint) would l
 others waiting or training with another learning rate. Decisions that need the clock or
 the validation set are taken on the chief and broadcast (`Coordinator.from_chief`); a
 SIGTERM on any worker is voted through the step's own all-reduce (`PreemptionWatch`
-holds the vote), so every worker saves and stops at the same step.
+holds the vote), so every worker saves and stops at the same step. The phases outside
+the step (validation, the final test evaluation) check for it between their batches
+(`Preempted`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ import tensorflow as tf
 # reports a process killed by it): schedulers that restart on failure (Kubernetes, a
 # Kubeflow TFJob's `ExitCode` policy) then restart the command, which resumes.
 PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM
+
+
+class Preempted(Exception):
+    """A SIGTERM stopped a phase outside the training step (validation, the final test
+    evaluation) between two of its batches."""
 
 
 def cluster_size(strategy: tf.distribute.Strategy) -> int:
@@ -76,19 +83,30 @@ class PreemptionWatch:
     trainer then sets `vote` (a variable every replica reads in its step), so the next
     step's reduced sums tell every worker that one of them must stop.
 
+    With `raises`, SIGTERM also raises `Preempted` in the main thread (at once if it
+    came before the watch was installed): for phases that run Python between their
+    batches and need no vote, such as the chief's final test evaluation.
+
+    Args:
+        raises: Whether SIGTERM raises `Preempted`.
+        requested: Whether a SIGTERM already came (e.g. to an earlier watch).
+
     Example:
         with PreemptionWatch() as watch:
             ...  # before each step: watch.update_vote(); after it: read the sums
     """
 
-    def __init__(self) -> None:
-        self.requested = False
+    def __init__(self, raises: bool = False, requested: bool = False) -> None:
+        self.requested = requested
+        self.raises = raises
         self.vote = tf.Variable(0.0, trainable=False, name="preemption_vote")
         # The handler SIGTERM had before (None: not installed).
         self._previous: Any = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
+        if self.raises:
+            raise Preempted("SIGTERM")
 
     def update_vote(self) -> None:
         """Raises this worker's vote once SIGTERM has arrived."""
@@ -98,6 +116,9 @@ class PreemptionWatch:
     def __enter__(self) -> PreemptionWatch:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._handle)
+        if self.raises and self.requested:
+            self.__exit__()
+            raise Preempted("SIGTERM")
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import time
 
 import tensorflow as tf
 from absl import logging
@@ -19,8 +18,13 @@ from convs2s_tf.inference import CheckpointTranslator
 from convs2s_tf.models.families import build_model
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.runs.averaging import write_averaged_checkpoint
+from convs2s_tf.training.budget import WallClockLimit
+from convs2s_tf.training.coordination import Preempted, PreemptionWatch
 from convs2s_tf.training.strategies import create_strategy
 from convs2s_tf.training.trainer import PREEMPTED, Trainer
+
+# Imported from here by earlier callers.
+__all__ = ["WallClockLimit", "run_training", "average_last_epoch_ends", "evaluate_best"]
 
 
 def file_sha256(path):
@@ -30,37 +34,6 @@ def file_sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-class WallClockLimit:
-    """Keeps training within `minutes` of wall time, stopping only at epoch ends.
-
-    Checked at every epoch end: training stops there if the next epoch, expected to
-    last as long as the one just finished, would end past the deadline (or if the
-    deadline has passed). So a run never overshoots by a whole epoch, and every stop
-    comes with a validated checkpoint.
-
-    With `final_minutes`, `in_final_minutes` is true from the first check at most that
-    many minutes before the deadline: where a run the budget ends at a high learning
-    rate starts its cooldown (the trainer shrinks the rate once, at the first epoch end
-    where this holds on any worker).
-    """
-
-    def __init__(self, minutes, final_minutes=0.0, clock=time.time):
-        self._clock = clock
-        self._last_check = clock()
-        self.deadline = self._last_check + 60.0 * minutes if minutes else None
-        self._final_start = (
-            self.deadline - 60.0 * final_minutes if self.deadline and final_minutes else None
-        )
-
-    def expired(self):
-        now = self._clock()
-        epoch_seconds, self._last_check = now - self._last_check, now
-        return self.deadline is not None and now + epoch_seconds > self.deadline
-
-    def in_final_minutes(self):
-        return self._final_start is not None and self._clock() >= self._final_start
 
 
 def run_training(
@@ -82,6 +55,12 @@ def run_training(
     ends with (the averaged one, else the best checkpoint). With `anneal_final_minutes`
     (and `max_train_minutes`), the learning rate is shrunk once by the config's
     `lr_shrink` at the first epoch end within that many minutes of the time limit.
+
+    The budget and the cooldown are the run's, over all its processes: a resumed run
+    continues them. A run that had finished trains nothing; its test scores are those
+    `test_results.json` holds if they are of its last step and `test_beam_size`, else
+    it is tested again. A SIGTERM during the test translation stops it (the
+    `stop_reason` is then `PREEMPTED`, and a re-run tests the finished run).
 
     Returns:
         A dict with the training result and, if `test_beam_size`, the test scores.
@@ -120,27 +99,61 @@ def run_training(
             "vocabulary_sha256": file_sha256(prepared.sentencepiece_model_path),
         }
     )
-    limit = WallClockLimit(max_train_minutes, final_minutes=anneal_final_minutes)
-    trainer.stop_condition = limit.expired
-    trainer.cooldown_condition = limit.in_final_minutes
-    start = time.time()
+    trainer.time_limit = WallClockLimit(max_train_minutes, final_minutes=anneal_final_minutes)
     logging.info(
         "%d steps an epoch on %s",
         training_data.steps_per_epoch(trainer.placement),
         trainer.placement,
     )
     result = trainer.train(training_data, valid)
-    result["train_seconds"] = time.time() - start
-    if result["stop_reason"] == PREEMPTED:
+    if result["stop_reason"] == PREEMPTED or not trainer.is_chief:
         return result
-    if trainer.is_chief:
-        result.update(average_last_epoch_ends(model_dir, training_config.average_last_n))
-    if test_beam_size and trainer.is_chief:
+    try:
+        # A SIGTERM from here on (or one that came during the last epoch end's save)
+        # stops at once: what is left is the chief's alone, and a re-run redoes it.
+        with PreemptionWatch(raises=True, requested=trainer.preemption.requested):
+            return _finish(model_dir, prepared, training_config, test_beam_size, result)
+    except Preempted:
+        return {**result, "stop_reason": PREEMPTED}
+
+
+def _finish(model_dir, prepared, training_config, test_beam_size, result):
+    """The chief's end of a run: averages the epoch ends and tests the model the run
+    ends with, unless `test_results.json` holds the test of this step already."""
+    results_path = RunDirectory(model_dir).test_results_path
+    if result.get("already_finished"):
+        recorded = _recorded_test_results(results_path, result["step"], test_beam_size)
+        if recorded is not None:
+            print(f"{results_path} holds the test scores of this run already.", flush=True)
+            return {**recorded, **result}
+    result = {**result, **average_last_epoch_ends(model_dir, training_config.average_last_n)}
+    if test_beam_size:
         search_config = SearchConfig(beam_size=test_beam_size)
         result.update(evaluate_best(model_dir, prepared, search_config))
-        with tf.io.gfile.GFile(RunDirectory(model_dir).test_results_path, "w") as f:
-            json.dump(result, f, indent=2, sort_keys=True)
+        _write_json_atomically(results_path, result)
     return result
+
+
+def _recorded_test_results(path, step, beam_size):
+    """The test results in `path` if they are of `step` and beam `beam_size`, else None
+    (none there, or torn)."""
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            recorded = json.load(f)
+    except (tf.errors.NotFoundError, ValueError):
+        return None
+    if recorded.get("step") != step or recorded.get("test_beam_size") != beam_size:
+        return None
+    return recorded
+
+
+def _write_json_atomically(path, value):
+    """Writes `value` as JSON to `path` through a temporary file renamed over it, so a
+    kill never leaves it half written."""
+    temporary = f"{path}.tmp"
+    with tf.io.gfile.GFile(temporary, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
 def average_last_epoch_ends(model_dir, count):

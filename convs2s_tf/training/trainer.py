@@ -13,8 +13,14 @@ from absl import logging
 
 from convs2s_tf.data.pipeline.training import Placement
 from convs2s_tf.runs import RunDirectory
+from convs2s_tf.training.budget import TrainingClock, WallClockLimit
 from convs2s_tf.training.checkpointing import TrainingCheckpoints
-from convs2s_tf.training.coordination import Coordinator, PreemptionWatch, cluster_size
+from convs2s_tf.training.coordination import (
+    Coordinator,
+    Preempted,
+    PreemptionWatch,
+    cluster_size,
+)
 from convs2s_tf.training.cpu_features import bfloat16_warning
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
 from convs2s_tf.training.loss_scaling import DynamicLossScale
@@ -84,7 +90,10 @@ class Trainer:
     input's `steps_per_epoch` steps, where the chief validates and decides annealing,
     the best checkpoint, the time limit and the cooldown for every worker
     (`Coordinator`). Only the chief writes checkpoints. A SIGTERM on any worker stops
-    every worker after the same step, saved (`PREEMPTED`).
+    every worker after the same step, saved (`PREEMPTED`); on the chief during
+    validation, it abandons the pass (the resumed run validates that epoch end again).
+    The time budget (`time_limit`) counts the seconds of every process that trained the
+    run (`TrainingState.train_seconds`), and its cooldown happens once per run.
 
     Args:
         model_fn: Builds the (unbuilt) model; called inside the strategy scope.
@@ -141,14 +150,19 @@ class Trainer:
         # Optional callable given every batch `train` consumes, once its step (or its
         # accumulation) ran: e.g. to record what each step trained on.
         self.after_batch: Callable[[Any], None] | None = None
-        # Optional callable checked at every epoch end (e.g. a wall-clock limit).
+        # The run's time budget and cooldown, judged on the chief's `clock`.
+        self.time_limit: WallClockLimit | None = None
+        self.clock = TrainingClock(self.state)
+        # Optional callable checked before training and at every epoch end: True stops
+        # training as the time limit does.
         self.stop_condition: Callable[[], bool] | None = None
         # Optional callable checked at complete epoch ends until it first holds: the rate
-        # is then shrunk once by lr_shrink (the cooldown before a time limit).
+        # is then shrunk once by lr_shrink (as the time limit's cooldown does).
         self.cooldown_condition: Callable[[], bool] | None = None
-        self._cooled_down = False
         # The chief's time limit check, as broadcast at the last epoch end.
         self._time_expired = False
+        # The duration of the epoch that just ended, as the chief's time limit judged it.
+        self._epoch_seconds = 0.0
 
     def _build_model_and_optimizer(self, model_fn: Callable[[], ConvS2S]) -> None:
         """Builds the model, the optimiser (with its slots), the training state and the
@@ -235,6 +249,7 @@ class Trainer:
         the same values and write nothing)."""
         if not self.is_chief:
             return None
+        self.clock.record()
         return self.checkpoints.save(best=best, epoch_end=epoch_end)
 
     def write_run_config(self, run_config: Mapping[str, Any]) -> None:
@@ -273,11 +288,45 @@ class Trainer:
             valid_dataset: Evaluation batches (with `source_text`/`reference_text`) or None.
 
         Returns:
-            A dict of the final state and last validation results.
+            A dict of the final state and last validation results; `already_finished`
+            is True when the restored run had stopped already (nothing was trained).
         """
-        self.restore_or_initialize()
+        with self.preemption:
+            self.restore_or_initialize()
+            self.clock.start()
+            if self.is_chief:
+                self.summaries.hparams(self.hparams)
+            self._time_expired = bool(self._from_chief(self._chief_time_expired(False))[0])
+            stop_reason = self._should_stop()
+            if stop_reason is not None:
+                return self._already_finished(stop_reason)
+            last_valid, stop_reason = self._train_epochs(training_input, valid_dataset)
+        logging.info("Training stopped: %s.", stop_reason)
+        self.summaries.flush()
+        return {**self._final_state(), "stop_reason": stop_reason, **last_valid}
+
+    def _final_state(self):
+        return {
+            "step": int(self.state.step.numpy()),
+            "epoch": int(self.state.epoch.numpy()),
+            "learning_rate": float(self.state.learning_rate.numpy()),
+            "train_seconds": self.clock.seconds(),
+        }
+
+    def _already_finished(self, stop_reason):
+        """The result of a restored run that had stopped already: says so, trains nothing."""
+        message = (
+            f"Nothing to train: the run in {self.model_dir} stopped at step "
+            f"{int(self.state.step.numpy())}, epoch {int(self.state.epoch.numpy())} "
+            f"({stop_reason})."
+        )
         if self.is_chief:
-            self.summaries.hparams(self.hparams)
+            print(message, flush=True)
+        logging.info(message)
+        return {**self._final_state(), "stop_reason": stop_reason, "already_finished": True}
+
+    def _train_epochs(self, training_input, valid_dataset):
+        """Trains epochs until a stop; returns (last validation results, stop reason)."""
         steps_per_epoch = training_input.steps_per_epoch(self.placement)
         first_epoch = int(self.state.epoch.numpy()) + 1
         # Every replica of this worker took `epoch_batches` batches of the open epoch.
@@ -288,32 +337,28 @@ class Trainer:
         if self._train_step is None and self._accumulate_step is None:
             self._build_steps(distributed.element_spec)
         iterator = iter(distributed)
-        self._time_expired = bool(self._from_chief(self._chief_time_expired())[0])
         last_valid: dict[str, Any] = {}
-        stop_reason = self._should_stop()
-        with self.preemption:
-            while stop_reason is None:
-                epoch = int(self.state.epoch.numpy()) + 1
-                stop_reason = self._train_epoch(iterator, steps_per_epoch)
+        stop_reason = None
+        while stop_reason is None:
+            epoch = int(self.state.epoch.numpy()) + 1
+            stop_reason = self._train_epoch(iterator, steps_per_epoch)
+            try:
                 if stop_reason == PREEMPTED:
-                    self.save()
                     break
-                if stop_reason is not None:
-                    # Stopped inside the epoch: validate, log and checkpoint as at an
-                    # epoch end (the epoch stays open, so a resumed run finishes it).
-                    last_valid = self._end_epoch(epoch, valid_dataset, complete=False)
-                    break
-                last_valid = self._end_epoch(epoch, valid_dataset)
+                # A stop inside the epoch: validate, log and checkpoint as at an epoch
+                # end (the epoch stays open, so a resumed run finishes it).
+                complete = stop_reason is None
+                last_valid = self._end_epoch(epoch, valid_dataset, complete=complete)
+            except Preempted:
+                # SIGTERM during the epoch end: its steps are saved, its validation is
+                # not (the resumed run validates this epoch end again).
+                stop_reason = PREEMPTED
+                break
+            if stop_reason is None:
                 stop_reason = self._should_stop()
-        logging.info("Training stopped: %s.", stop_reason)
-        self.summaries.flush()
-        return {
-            "step": int(self.state.step.numpy()),
-            "epoch": int(self.state.epoch.numpy()),
-            "learning_rate": float(self.state.learning_rate.numpy()),
-            "stop_reason": stop_reason,
-            **last_valid,
-        }
+        if stop_reason == PREEMPTED:
+            self.save()
+        return last_valid, stop_reason
 
     def _train_epoch(self, iterator, steps_per_epoch):
         """Trains on the open epoch's remaining steps; returns why training stopped
@@ -364,28 +409,47 @@ class Trainer:
     def _from_chief(self, values):
         return self.coordinator.from_chief(values)
 
-    def _chief_time_expired(self):
-        """The chief's time limit check (the only clock that counts)."""
-        return [float(self.is_chief and self.stop_condition is not None and self.stop_condition())]
+    def _chief_time_expired(self, at_epoch_end):
+        """The chief's time limit check (the only clock that counts), as [0.0 or 1.0]."""
+        if not self.is_chief:
+            return [0.0]
+        expired = self.stop_condition is not None and self.stop_condition()
+        self._epoch_seconds = self.clock.forecast(at_epoch_end)
+        if self.time_limit is not None:
+            expired |= self.time_limit.expired(self.clock.seconds(), self._epoch_seconds)
+        return [float(expired)]
+
+    def _chief_cooldown_due(self, complete):
+        """Whether the chief's clock calls for the cooldown now (once per run)."""
+        if not complete or bool(self.state.cooled_down.numpy()):
+            return False
+        due = self.cooldown_condition is not None and bool(self.cooldown_condition())
+        if self.time_limit is not None:
+            due |= self.time_limit.in_final_minutes(self.clock.seconds())
+        return due
 
     def _epoch_end_decisions(self, valid_dataset, complete):
         """Validates on the chief and returns (results, time expired, cooldown due), the
-        chief's on every worker."""
+        chief's on every worker.
+
+        Raises:
+            Preempted: on every worker, when a SIGTERM on the chief abandoned validation.
+        """
         results: dict[str, Any] = {}
-        values = np.zeros(6)
+        values = np.zeros(7)
         if self.is_chief:
-            if valid_dataset is not None:
-                results = self.validate(valid_dataset)
-                values[:4] = [1.0, results["valid_loss"], results["valid_nll"], -1.0]
-                values[3] = results.get("valid_bleu", -1.0)
-            values[4] = self._chief_time_expired()[0]
-            values[5] = float(
-                complete
-                and not self._cooled_down
-                and self.cooldown_condition is not None
-                and bool(self.cooldown_condition())
-            )
+            try:
+                if valid_dataset is not None:
+                    results = self.validate(valid_dataset)
+                    values[:4] = [1.0, results["valid_loss"], results["valid_nll"], -1.0]
+                    values[3] = results.get("valid_bleu", -1.0)
+                values[4] = self._chief_time_expired(complete)[0]
+                values[5] = float(self._chief_cooldown_due(complete))
+            except Preempted:
+                values[6] = 1.0
         values = self._from_chief(values)
+        if values[6]:
+            raise Preempted("SIGTERM during validation")
         if not self.is_chief and values[0]:
             results = {"valid_loss": float(values[1]), "valid_nll": float(values[2])}
             results["valid_perplexity"] = float(np.exp(min(values[2], 50.0)))
@@ -395,13 +459,17 @@ class Trainer:
 
     def _end_epoch(self, epoch, valid_dataset, complete=True):
         """Validates, logs and checkpoints; `complete=False` when training stops inside
-        the epoch (no annealing step then, as in fairseq, and the epoch stays open)."""
+        the epoch (no annealing step then, as in fairseq, and the epoch stays open).
+
+        Raises:
+            Preempted: a SIGTERM abandoned validation (nothing of it was recorded).
+        """
         started = time.time()
         results, self._time_expired, cooldown = self._epoch_end_decisions(valid_dataset, complete)
         validation_seconds = time.time() - started if results else None
         improved_loss = bool(results) and self._record_validation(results, anneal=complete)
         if cooldown:
-            self._cooled_down = True
+            self.state.cooled_down.assign(True)
             rate = float(self.state.learning_rate.numpy())
             set_learning_rate(
                 self.state.learning_rate,
@@ -412,6 +480,7 @@ class Trainer:
         if complete:
             self.state.epoch.assign(epoch)
             self.state.epoch_batches.assign(0)
+            self.clock.end_epoch(self._epoch_seconds)
         # A stop inside the epoch counts as an epoch end too: it is where the run ends.
         self.save(best=improved_loss, epoch_end=True)
         step = int(self.state.step.numpy())
@@ -426,7 +495,14 @@ class Trainer:
 
     def validate(self, valid_dataset: tf.data.Dataset) -> dict[str, Any]:
         """Validation loss, perplexity and (with a tokenizer) BLEU, logged to TensorBoard."""
-        return self.validator.validate(valid_dataset, int(self.state.step.numpy()))
+        return self.validator.validate(
+            valid_dataset, int(self.state.step.numpy()), should_stop=self._stop_requested
+        )
+
+    def _stop_requested(self):
+        """Whether this worker was asked to stop (SIGTERM): checked between the batches of
+        validation, which only the chief runs."""
+        return self.preemption.requested
 
     def _record_validation(self, results, anneal):
         """Keeps the best validation loss and NLL, and anneals if `anneal`; returns

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from convs2s_tf.decoding import SearchConfig, best_hypothesis_function
 from convs2s_tf.evaluation import corpus_scores
+from convs2s_tf.training.coordination import Preempted
 from convs2s_tf.training.losses import batch_loss_sums
 from convs2s_tf.vocabulary import EOS_ID
 
@@ -54,25 +55,33 @@ class Validator:
         )
         return tf.stack(sums)
 
-    def validate(self, valid_dataset, step):
+    def validate(self, valid_dataset, step, should_stop=None):
         """Validation loss, perplexity and (with a tokenizer) BLEU, logged at `step`.
 
         Args:
             valid_dataset: Evaluation batches with `source_text` and `reference_text`.
             step: The training step to log at.
+            should_stop: Optional callable checked between batches (their loss, their
+                translations, the attention plots); True abandons the pass.
 
         Returns:
             A dict of `valid_loss`, `valid_nll`, `valid_perplexity` and, when decoding,
             `valid_bleu` and `valid_bleu_signature`.
+
+        Raises:
+            Preempted: `should_stop` held: the pass is abandoned (its scalars unlogged).
         """
+        check = _stop_check(should_stop)
         sums = np.zeros(3)
         hypotheses: list[str] = []
         references: list[str] = []
         sources: list[str] = []
         limit = self.config.valid_bleu_sentences
         for batch in valid_dataset:
+            check()
             sums += self._loss_sums(batch["source"], batch["target_input"], batch["target"]).numpy()
             if self.decodes and (not limit or len(hypotheses) < limit):
+                check()
                 tokens, _ = self._search(batch["source"])
                 hypotheses += self._decode_text(tokens)
                 references += [t.decode("utf-8") for t in batch["reference_text"].numpy()]
@@ -91,6 +100,7 @@ class Validator:
                     references[:limit],
                     sources[:limit],
                 )
+            check()
             scores = corpus_scores(hypotheses, references)
             results["valid_bleu"] = scores["bleu"]
             results["valid_bleu_signature"] = scores["bleu_signature"]
@@ -99,7 +109,7 @@ class Validator:
                 self.summaries.translations(
                     "valid", step, sources, hypotheses, references, self.config.sample_sentences
                 )
-                self._log_attention(valid_dataset, step)
+                self._log_attention(valid_dataset, step, check)
         self.summaries.scalars("valid", step, scalars)
         return results
 
@@ -109,11 +119,13 @@ class Validator:
     def _pieces(self, ids):
         return [piece.decode("utf-8") for piece in self.tokenizer.id_to_piece(ids).numpy()]
 
-    def _log_attention(self, valid_dataset, step):
-        """Plots every attention block over the first validation sentences' translations."""
+    def _log_attention(self, valid_dataset, step, check):
+        """Plots every attention block over the first validation sentences' translations
+        (`check` raises `Preempted` before the search if asked to stop)."""
         count = self.config.attention_sentences
         if not count:
             return
+        check()
         pad_id = self.model.decoder.pad_id
         source = _first_sources(valid_dataset, count, pad_id)
         tokens, lengths = self._search(source)
@@ -151,3 +163,13 @@ def _first_sources(valid_dataset, count, pad_id):
     return tf.constant(
         np.stack([np.pad(row, (0, width - len(row)), constant_values=pad_id) for row in rows])
     )
+
+
+def _stop_check(should_stop):
+    """A function that raises `Preempted` if `should_stop` (if any) holds."""
+
+    def check():
+        if should_stop is not None and should_stop():
+            raise Preempted("validation abandoned: asked to stop")
+
+    return check

@@ -10,6 +10,7 @@ from helpers.summaries import RecordingSummaries
 from helpers.synthetic import make_batch, model_fn
 
 from convs2s_tf.training import TrainingConfig
+from convs2s_tf.training.coordination import Preempted
 from convs2s_tf.training.validation import Validator
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -100,3 +101,27 @@ def test_attention_sentences_span_batches(model):
     sources = [next(iter(first))["source"][0]] + list(next(iter(second))["source"][:2])
     source_lengths = [int(np.sum(source.numpy() != PAD_ID)) for source in sources]
     assert [source_length for _, _, source_length, _ in summaries.images[::2]] == source_lengths
+
+
+def test_a_stop_request_abandons_the_pass_between_its_batches(model):
+    # Asked to stop after the first batch's loss: the second batch's search and loss are
+    # never run, nothing is logged.
+    config = TrainingConfig(valid_beam_size=2, valid_bleu_sentences=0, attention_sentences=2)
+    validator = Validator(model, config, RecordingSummaries(), tokenizer=_IdTokenizer())
+    searched = []
+    search = validator._search
+    validator._search = lambda source: searched.append(1) or search(source)
+    checks = []
+
+    def stop_at_the_second_check():
+        checks.append(1)
+        return len(checks) >= 2
+
+    with pytest.raises(Preempted):
+        validator.validate(
+            _valid_dataset().concatenate(_valid_dataset()),
+            step=1,
+            should_stop=stop_at_the_second_check,
+        )
+    assert len(checks) == 2 and searched == []
+    assert not validator.summaries.scalar_calls and not validator.summaries.translation_calls
