@@ -221,3 +221,33 @@ def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_pa
     weights = [np.load(tmp_path / f"weights_{index}.npz") for index in range(WORKERS)]
     for name in weights[0].files:
         np.testing.assert_array_equal(weights[0][name], weights[1][name])
+
+
+@pytest.mark.slow  # a process of its own (2 CPU replicas)
+def test_workers_that_restored_different_positions_stop_with_one_line():
+    """The all-reduce that compares every worker's restored step, epoch position and
+    data fingerprint with the chief's, under 2 CPU replicas (each one plays a worker)."""
+    chief = {"step": 6, "epoch": 1, "epoch_batches": 2, "data": "fingerprint-a"}
+    positions = [chief, {**chief, "step": 3}, {**chief, "epoch_batches": 0}]
+    positions.append({**chief, "data": "fingerprint-b"})
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.worker_agreement"]
+        + [json.dumps(position) for position in positions],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    same, step, batches, data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert same == {"differing": 0, "line": None}
+    assert [check["differing"] for check in (step, batches, data)] == [1, 1, 1]
+    chiefs = "the chief step 6, epoch 1 (+2 batches), data "
+    assert step["line"].startswith("This worker restored step 3, epoch 1 (+2 batches), data ")
+    assert batches["line"].startswith("This worker restored step 6, epoch 1 (+0 batches)")
+    assert data["line"].startswith("This worker restored step 6, epoch 1 (+2 batches), data ")
+    for check in (step, batches, data):
+        assert chiefs in check["line"] and "\n" not in check["line"]
+    # The data fingerprints differ in the line, not only in the count.
+    assert data["line"].split("data ")[1][:13] != data["line"].split("data ")[2][:13]

@@ -237,3 +237,52 @@ def test_a_local_corpus_without_the_splits_training_reads_is_refused_before_prep
     result = _run([*_command(without_test, data_dir, tmp_path / "run"), "--test_beam_size=5"])
     assert result.returncode == 2 and "--test_prefix is required unless" in result.stderr
     assert not data_dir.exists()
+
+
+@pytest.mark.slow  # prepares, trains and tests, then twice more
+def test_sigterm_during_the_test_translation_then_the_restart_tests_only(
+    short_corpus, tmp_path, monkeypatch
+):
+    """SIGTERM while the finished run translates the test split: exit 143 with nothing
+    half written; the same command then tests the run without training, and once more
+    it reports the recorded scores without translating again."""
+    from convs2s_tf.inference import CheckpointTranslator
+
+    model_dir = tmp_path / "run"
+    command = _command(
+        short_corpus,
+        tmp_path / "data",
+        model_dir,
+        "--max_steps=3",
+        "--valid_beam_size=0",
+        "--test_beam_size=1",
+    )
+    translate = CheckpointTranslator.translate
+    translated = []
+
+    def preempted_translate(self, texts, *args, **kwargs):
+        translated.append(len(texts))
+        os.kill(os.getpid(), signal.SIGTERM)
+        return translate(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointTranslator, "translate", preempted_translate)
+    preempted = _run(command)
+    # (Run in process, the exit status is the line's: `run_in_process` reports 0.)
+    assert "Stopped by SIGTERM at step 3 after saving" in preempted.stdout, preempted.stderr
+    assert "(exit status 143)" in preempted.stdout and translated
+    assert not (model_dir / "test_results.json").exists()
+
+    monkeypatch.setattr(CheckpointTranslator, "translate", translate)
+    tested = _run(command)
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    assert "Nothing to train: the run in" in tested.stdout and "test BLEU" in tested.stdout
+    assert json.loads((model_dir / "test_results.json").read_text())["step"] == 3
+
+    def no_translation(self, *args, **kwargs):
+        raise AssertionError("the recorded test results were not used")
+
+    monkeypatch.setattr(CheckpointTranslator, "translate", no_translation)
+    again = _run(command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds the test scores of this run already" in again.stdout
+    assert _latest_step(str(model_dir)) == 3

@@ -12,6 +12,7 @@ the step (validation, the final test evaluation) check for it between their batc
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import threading
 from collections.abc import Sequence
@@ -21,10 +22,24 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.runs import CheckpointError
+
 # The exit status of a run stopped by SIGTERM after saving (128 + SIGTERM, as a shell
 # reports a process killed by it): schedulers that restart on failure (Kubernetes, a
 # Kubeflow TFJob's `ExitCode` policy) then restart the command, which resumes.
 PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM
+
+
+class WorkersDisagreeError(CheckpointError):
+    """The workers of a run restored different steps, epoch positions or data."""
+
+
+def fingerprint_number(fingerprint: str | None) -> float:
+    """A data fingerprint as a float64 that all-reduces exactly (52 bits of its hash;
+    0 for none)."""
+    if not fingerprint:
+        return 0.0
+    return float(int(hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:13], 16))
 
 
 class Preempted(Exception):
@@ -65,6 +80,61 @@ class Coordinator:
         if not self.multi_worker:
             return array
         return self._broadcast(tf.constant(array)).numpy()
+
+    def disagreement(self, values: Any) -> tuple[np.ndarray, int]:
+        """Compares every replica's `values` with the chief's (replica 0's) in one
+        all-reduce.
+
+        Args:
+            values: A float64 vector: one tensor (every replica of this worker holds
+                it), or per-replica values (`experimental_distribute_values_from_function`).
+
+        Returns:
+            (the chief's values, how many replicas hold other values), on every worker.
+        """
+        chief, differing = self._disagreement(values)
+        local = self.strategy.experimental_local_results
+        return local(chief)[0].numpy(), int(local(differing)[0].numpy())
+
+    @tf.function
+    def _disagreement(self, values):
+        def compare_with_first_replica(values):
+            context = tf.distribute.get_replica_context()
+            first = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), tf.float64)
+            chief = context.all_reduce(tf.distribute.ReduceOp.SUM, values * first)
+            differs = tf.cast(tf.reduce_any(tf.not_equal(values, chief)), tf.float64)
+            return chief, context.all_reduce(tf.distribute.ReduceOp.SUM, differs)
+
+        return self.strategy.run(compare_with_first_replica, args=(values,))
+
+    def check_workers_agree(self, position: dict[str, float]) -> None:
+        """Stops every worker, with one line, unless all restored the same `position`
+        (the chief's): before the first update, so that no worker trains from another
+        step, epoch position or data than the others.
+
+        Args:
+            position: This worker's `step`, `epoch`, `epoch_batches` and `data` (a
+                `fingerprint_number`).
+
+        Raises:
+            WorkersDisagreeError: on every worker, when any differs from the chief.
+        """
+        names = list(position)
+        mine = np.array([position[name] for name in names], np.float64)
+        chief, differing = self.disagreement(tf.constant(mine))
+        if not differing:
+            return
+        theirs = dict(zip(names, chief))
+        if np.array_equal(mine, chief):
+            raise WorkersDisagreeError(
+                f"{differing} replica(s) of other workers restored another step, epoch "
+                f"position or prepared data than the chief ({_position(theirs)}): every "
+                "worker must read the same run directory and data directory."
+            )
+        raise WorkersDisagreeError(
+            f"This worker restored {_position(position)}, the chief {_position(theirs)}: "
+            "every worker must read the same run directory and data directory."
+        )
 
     def _broadcast_fn(self, values):
         def keep_on_first_replica(values):
@@ -125,3 +195,12 @@ class PreemptionWatch:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
             self._previous = None
+
+
+def _position(position: dict[str, float]) -> str:
+    """A restored position as the agreement check's message names it."""
+    data = int(position["data"])
+    return (
+        f"step {int(position['step'])}, epoch {int(position['epoch'])} "
+        f"(+{int(position['epoch_batches'])} batches), data {data:013x}"
+    )

@@ -90,11 +90,12 @@ def run_training(
         tokenizer=tokenizer,
         hparams=hparams,
     )
+    trainer.data_fingerprint = read_fingerprint(os.path.join(data_dir, FINGERPRINT_FILE))
     trainer.write_run_config(
         {
             "model": model_config,
             "data_dir": os.path.abspath(data_dir),
-            "data_fingerprint": read_fingerprint(os.path.join(data_dir, FINGERPRINT_FILE)),
+            "data_fingerprint": trainer.data_fingerprint,
             "sentencepiece_model": os.path.abspath(prepared.sentencepiece_model_path),
             "vocabulary_sha256": file_sha256(prepared.sentencepiece_model_path),
         }

@@ -20,6 +20,7 @@ from convs2s_tf.training.coordination import (
     Preempted,
     PreemptionWatch,
     cluster_size,
+    fingerprint_number,
 )
 from convs2s_tf.training.cpu_features import bfloat16_warning
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
@@ -89,7 +90,9 @@ class Trainer:
     non-finite updates). One iterator reads the whole run; an epoch ends after the
     input's `steps_per_epoch` steps, where the chief validates and decides annealing,
     the best checkpoint, the time limit and the cooldown for every worker
-    (`Coordinator`). Only the chief writes checkpoints. A SIGTERM on any worker stops
+    (`Coordinator`). Only the chief writes checkpoints. Before the first update, the
+    workers check that all restored the same step and data (`data_fingerprint`),
+    and stop with one line if not. A SIGTERM on any worker stops
     every worker after the same step, saved (`PREEMPTED`); on the chief during
     validation, it abandons the pass (the resumed run validates that epoch end again).
     The time budget (`time_limit`) counts the seconds of every process that trained the
@@ -150,6 +153,9 @@ class Trainer:
         # Optional callable given every batch `train` consumes, once its step (or its
         # accumulation) ran: e.g. to record what each step trained on.
         self.after_batch: Callable[[Any], None] | None = None
+        # The prepared data's fingerprint: the workers check that they all train on the
+        # same data before the first update.
+        self.data_fingerprint: str | None = None
         # The run's time budget and cooldown, judged on the chief's `clock`.
         self.time_limit: WallClockLimit | None = None
         self.clock = TrainingClock(self.state)
@@ -293,6 +299,8 @@ class Trainer:
         """
         with self.preemption:
             self.restore_or_initialize()
+            if self.coordinator.multi_worker:
+                self.coordinator.check_workers_agree(self._restored_position())
             self.clock.start()
             if self.is_chief:
                 self.summaries.hparams(self.hparams)
@@ -304,6 +312,16 @@ class Trainer:
         logging.info("Training stopped: %s.", stop_reason)
         self.summaries.flush()
         return {**self._final_state(), "stop_reason": stop_reason, **last_valid}
+
+    def _restored_position(self):
+        """Where this worker resumes, as the workers compare it before the first update."""
+        state = self.state
+        return {
+            "step": float(state.step.numpy()),
+            "epoch": float(state.epoch.numpy()),
+            "epoch_batches": float(state.epoch_batches.numpy()),
+            "data": fingerprint_number(self.data_fingerprint),
+        }
 
     def _final_state(self):
         return {
