@@ -1,6 +1,9 @@
 """What a prepared data directory holds: its file names, reading it, writing its files.
 
-Layout of a data directory (written by `prepare.prepare_data`):
+A data directory (written by `prepare.prepare_data`) holds `fingerprint.json`, naming
+its current version folder `prepared-<FINGERPRINT[:16]>/` (published whole, see
+`publication`), the `tfds/` data directory, and the preparation lock while one runs.
+A version folder holds:
 
 - `{split}.{lang}`: the prepared text of each split and side, UTF-8, one sentence per
   line. Training pairs are cleaned (`cleaning`); validation and test pairs only have their
@@ -9,12 +12,14 @@ Layout of a data directory (written by `prepare.prepare_data`):
   each (`records`); training pairs globally shuffled over many shards, each evaluation
   split in one shard, in order, with its text.
 - `{split}.lengths.npz`: each split's lengths index (`length_index`): pairs per shard and
-  length, which the training pipeline batches and counts from.
+  length, which the training pipeline batches and counts from, and each shard's size
+  and SHA-256, which a run checks the shards against (`shard_check`).
 - `sentencepiece.model`, `sentencepiece.vocab`: the joint BPE model and its vocabulary.
 - `summary.json`: pairs kept and dropped per rule, token counts, length percentiles.
 - `fingerprint.json`: what the outputs were made from; a re-run with the same inputs and
   options finds it and does nothing.
-- `tfds/`: the tfds data directory (prepared Multi30k), unless another one is given.
+
+`PreparedData.load` takes the data directory or a version folder (or a copy of one).
 """
 
 import dataclasses
@@ -23,7 +28,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from convs2s_tf.data import publication
+from convs2s_tf.data.errors import CorruptShardError
 from convs2s_tf.data.length_index import LengthIndex, index_file_name
+from convs2s_tf.data.shard_check import check_shards, reprepare_command
 
 SUMMARY_FILE = "summary.json"
 FINGERPRINT_FILE = "fingerprint.json"
@@ -35,7 +43,8 @@ TFDS_SUBDIR = "tfds"
 class PreparedData:
     """A prepared data directory: paths of its files and its summary.
 
-    Load one with `PreparedData.load(data_dir)` (after `prepare_data`).
+    Load one with `PreparedData.load(data_dir)` (after `prepare_data`); its `data_dir`
+    is then the version folder holding the files.
     """
 
     data_dir: str
@@ -46,10 +55,12 @@ class PreparedData:
 
     @classmethod
     def load(cls, data_dir: str) -> "PreparedData":
-        """Reads `data_dir/summary.json`; raises FileNotFoundError if not prepared."""
-        summary = read_summary(data_dir)
+        """Reads the summary of `data_dir`'s current version (or of the version folder
+        `data_dir`); raises FileNotFoundError if not prepared."""
+        folder = publication.resolve(data_dir, FINGERPRINT_FILE)
+        summary = read_summary(folder)
         return cls(
-            data_dir=data_dir,
+            data_dir=folder,
             source_lang=summary["source_lang"],
             target_lang=summary["target_lang"],
             splits=tuple(summary["splits"]),
@@ -69,9 +80,18 @@ class PreparedData:
 
         Raises:
             FileNotFoundError: the split's lengths index is missing (not prepared).
+            CorruptShardError: its pairs are not the summary's.
         """
         self._check_split(split)
-        return LengthIndex.load(os.path.join(self.data_dir, index_file_name(split)))
+        path = os.path.join(self.data_dir, index_file_name(split))
+        index = LengthIndex.load(path)
+        pairs = self.summary["splits"][split].get("pairs_kept", index.pairs)
+        if index.pairs != pairs:
+            raise CorruptShardError(
+                f"Lengths index {path} counts {index.pairs} pairs, the summary {pairs}; "
+                f"prepare the data again: {reprepare_command(path)}."
+            )
+        return index
 
     def shard_paths(self, split: str) -> list[str]:
         """Returns the paths of `split`'s TFRecord shards, in shard order."""
@@ -109,7 +129,7 @@ def read_summary(data_dir: str) -> dict[str, Any]:
 
 def outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lang: str) -> bool:
     """Returns whether `data_dir` holds the summary, the BPE model, every split's text,
-    every split's lengths index and the shards it lists."""
+    every split's lengths index and the shards it lists, of the sizes it lists."""
     paths = [os.path.join(data_dir, name) for name in (SUMMARY_FILE,)]
     paths += [os.path.join(data_dir, SENTENCEPIECE_PREFIX + ext) for ext in (".model", ".vocab")]
     for split in splits:
@@ -118,10 +138,10 @@ def outputs_exist(data_dir: str, splits: list[str], source_lang: str, target_lan
         return False
     for split in splits:
         try:
-            files = LengthIndex.load(os.path.join(data_dir, index_file_name(split))).files
-        except (OSError, ValueError, KeyError):
-            return False
-        if not all(os.path.isfile(os.path.join(data_dir, name)) for name in files):
+            index = LengthIndex.load(os.path.join(data_dir, index_file_name(split)))
+            paths = [os.path.join(data_dir, name) for name in index.files]
+            check_shards(paths, index, checksum_limit_bytes=0)
+        except (OSError, ValueError, KeyError):  # CorruptShardError is a ValueError.
             return False
     return True
 

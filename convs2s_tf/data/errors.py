@@ -19,3 +19,7 @@ class CorpusFileNotFoundError(FileNotFoundError):
 
 class DatasetUnavailableError(RuntimeError):
     """A tfds catalog dataset is neither prepared locally nor downloadable right now."""
+
+
+class CorruptShardError(ValueError):
+    """A prepared shard does not match its lengths index (size, checksum, or missing)."""

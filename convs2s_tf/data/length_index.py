@@ -5,6 +5,9 @@ lengths counted with `</s>`. That is all batching needs to know in advance (what
 length limits drop, how many batches a bucket makes, how many an epoch has on each
 worker), and its size depends on the spread of lengths, not on the number of pairs: a
 training run reads it instead of counting through the corpus at every start.
+
+It also records each shard's size and SHA-256 as written, so that a run can check the
+shards against it before reading them (`shard_check`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class LengthIndex:
         source_length: [K] int32, source length with `</s>`.
         target_length: [K] int32, target length with `</s>`.
         count: [K] int64, pairs of that shard with those lengths.
+        file_bytes: [num_shards] int64, each shard's size as written.
+        file_sha256: [num_shards] str, each shard's SHA-256 (hex) as written.
 
     Example:
         index = LengthIndex.load(os.path.join(data_dir, "train.lengths.npz"))
@@ -49,12 +54,19 @@ class LengthIndex:
     source_length: np.ndarray
     target_length: np.ndarray
     count: np.ndarray
+    file_bytes: np.ndarray
+    file_sha256: tuple[str, ...]
 
     @classmethod
     def from_histograms(
-        cls, files: Sequence[str], histograms: Sequence[dict[tuple[int, int], int]]
+        cls,
+        files: Sequence[str],
+        histograms: Sequence[dict[tuple[int, int], int]],
+        file_bytes: Sequence[int],
+        file_sha256: Sequence[str],
     ) -> LengthIndex:
-        """Builds the index from one {(source length, target length): pairs} per shard."""
+        """Builds the index from one {(source length, target length): pairs} per shard,
+        and each shard's size and SHA-256."""
         rows = [
             (shard, source, target, count)
             for shard, histogram in enumerate(histograms)
@@ -67,6 +79,8 @@ class LengthIndex:
             source_length=table[:, 1].astype(np.int32),
             target_length=table[:, 2].astype(np.int32),
             count=table[:, 3],
+            file_bytes=np.asarray(file_bytes, dtype=np.int64).reshape(len(files)),
+            file_sha256=tuple(file_sha256),
         )
 
     @classmethod
@@ -75,6 +89,8 @@ class LengthIndex:
 
         Raises:
             FileNotFoundError: `path` does not exist (the split was not prepared).
+            KeyError: `path` is an index without the shards' sizes and checksums (an
+                older preparation's).
         """
         if not os.path.isfile(path):
             raise FileNotFoundError(
@@ -88,6 +104,8 @@ class LengthIndex:
                 source_length=arrays["source_length"],
                 target_length=arrays["target_length"],
                 count=arrays["count"],
+                file_bytes=arrays["file_bytes"],
+                file_sha256=tuple(str(digest) for digest in arrays["file_sha256"]),
             )
 
     def save(self, path: str) -> None:
@@ -100,6 +118,8 @@ class LengthIndex:
             source_length=self.source_length,
             target_length=self.target_length,
             count=self.count,
+            file_bytes=self.file_bytes,
+            file_sha256=np.asarray(self.file_sha256, dtype=str),
         )
         os.replace(temporary, path)
 

@@ -14,20 +14,27 @@ them held until an administrator steps in.
 A holder that dies (SIGKILL, host lost) leaves its file behind. The file is *stale*, and
 the next caller takes it over, when
 
-- it was written on this host (same hostname and PID namespace) by a process that is
-  gone; or
+- it was written on this machine (same hostname, boot id and PID namespace: hostnames
+  alone repeat across machines, containers and pods) by a process that is gone; or
 - its heartbeat stopped: while holding, a thread touches the file (its mtime) every
-  `heartbeat_seconds`; a file untouched for `stale_seconds` is stale, judged both by
-  this host's clock and by how long the waiter has seen the same mtime (which holds
-  even if this host's clock is behind the file server's).
+  `heartbeat_seconds`, riding out transient errors; a file untouched for
+  `stale_seconds` is stale, judged by the file server's clock (a probe file the waiter
+  touches gives its time, so no host's clock skew matters) and by how long the waiter
+  has seen the same mtime.
 
 Two contenders must never both take over one stale file: each would then remove the
 other's fresh lock. So taking over a stale lock first claims it, by exclusively
 creating `prepare.lock.break.<ID>` (ID names that one lock file); only the claimant,
 after checking that the lock file is still the stale one, renames it to a unique
 `prepare.lock.stale.<UUID>` and removes it, then creates its own lock like any caller.
-Files left by a contender that died midway are removed once they are `stale_seconds`
-old, so nothing ever needs deleting by hand.
+A holder releasing its lock takes the same claim first, so a release never races a
+take-over (which would leave two holders). Files left by a contender that died midway
+are removed once they are `stale_seconds` old, so nothing ever needs deleting by hand.
+
+The lock only avoids duplicate work: a holder paused past `stale_seconds` (SIGSTOP, a
+paused VM) is taken over while it still runs, and both prepare. Correctness comes from
+publishing the prepared data atomically (`publication`); `PreparationLock.still_held`
+tells a holder whether it lost the lock.
 """
 
 import dataclasses
@@ -49,6 +56,12 @@ __all__ = ["LOCK_FILE", "PreparationLock", "prepare_once"]
 LOCK_FILE = "prepare.lock"
 _BREAK_PREFIX = LOCK_FILE + ".break."
 _STALE_PREFIX = LOCK_FILE + ".stale."
+_PROBE_PREFIX = LOCK_FILE + ".probe."
+_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+# How many times a preparer whose lock was taken over (and whose preparation then
+# failed) waits for the new holder before giving up.
+_ATTEMPTS_AFTER_TAKE_OVER = 3
 
 T = TypeVar("T")
 
@@ -61,6 +74,7 @@ class _Holder:
         instance: Identifies this one lock file: its token, or its inode if the file is
             not (yet, or not wholly) written.
         host, pid, pid_namespace: Where the holder runs ("?", 0, "" if unknown).
+        boot_id: Its machine's boot id ("" if unknown: older lock files, not Linux).
         mtime: Time of the last heartbeat (the file's mtime).
         mtime_ns: The same, in nanoseconds (compared exactly).
     """
@@ -69,6 +83,7 @@ class _Holder:
     host: str
     pid: int
     pid_namespace: str
+    boot_id: str
     mtime: float
     mtime_ns: int
 
@@ -102,6 +117,7 @@ def _read_holder(path: str) -> _Holder | None:
         host=str(fields.get("host", "?")),
         pid=pid if isinstance(pid, int) else 0,
         pid_namespace=str(fields.get("pid_namespace", "")),
+        boot_id=str(fields.get("boot_id", "")),
         mtime=status.st_mtime,
         mtime_ns=status.st_mtime_ns,
     )
@@ -117,6 +133,27 @@ def _pid_namespace() -> str:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
         return ""
+
+
+def _boot_id() -> str:
+    """This machine's boot id (Linux; "" elsewhere): unlike the hostname, it tells
+    machines apart, and it changes when one reboots (so old pids mean nothing)."""
+    try:
+        with open(_BOOT_ID_FILE, encoding="ascii") as file:
+            return file.read().strip()
+    except OSError:
+        return ""
+
+
+def _this_process() -> dict[str, Any]:
+    """Where this process runs, as a lock file records it: `host`, `boot_id`,
+    `pid_namespace` and `pid`."""
+    return {
+        "host": socket.gethostname(),
+        "boot_id": _boot_id(),
+        "pid_namespace": _pid_namespace(),
+        "pid": os.getpid(),
+    }
 
 
 def _process_exists(pid: int) -> bool:
@@ -157,7 +194,7 @@ class PreparationLock:
     """Exclusive right to prepare `data_dir`, for processes on any host sharing it.
 
     `acquire` creates `DATA_DIR/prepare.lock`, holding the JSON fields `host`, `pid`,
-    `pid_namespace`, `token` and `started`; the file's mtime is the heartbeat, renewed
+    `pid_namespace`, `boot_id`, `token` and `started`; the file's mtime is the heartbeat, renewed
     by a daemon thread until `release` removes the file. While another process holds the
     lock, `acquire` waits (logging once which holder it waits for), taking over a stale
     lock (see the module docstring; one warning names its holder), and gives up as soon
@@ -172,7 +209,9 @@ class PreparationLock:
             `acregmax`, 60 s by default) plus the clock skew between hosts.
         heartbeat_seconds: Period of the holder's heartbeat.
         poll_seconds: Period of the waiter's checks.
-        clock: Returns the time in seconds since the epoch (tests pass a fake one).
+        clock: Returns the time in seconds since the epoch (tests pass a fake one): how
+            long the waiter has seen one heartbeat is measured with it; the age of a
+            heartbeat is measured with the file server's clock.
         sleep: Waits the given number of seconds (tests pass a fake one).
 
     Example:
@@ -210,8 +249,11 @@ class PreparationLock:
         self._poll_seconds = poll_seconds
         self._clock = clock
         self._sleep = sleep
-        self._host = socket.gethostname()
-        self._pid_namespace = _pid_namespace()
+        process = _this_process()
+        self._host: str = process["host"]
+        self._boot_id: str = process["boot_id"]
+        self._pid_namespace: str = process["pid_namespace"]
+        self._pid: int = process["pid"]
         self._token: str | None = None
         self._stop_heartbeat = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -220,6 +262,11 @@ class PreparationLock:
     def held(self) -> bool:
         """Whether this object holds the lock."""
         return self._token is not None
+
+    @property
+    def token(self) -> str | None:
+        """The token of this object's lock file while held (unique to this holding)."""
+        return self._token
 
     def acquire(self) -> bool:
         """Takes the lock, waiting while another process holds it.
@@ -242,7 +289,7 @@ class PreparationLock:
             now = self._clock()
             if (holder.instance, holder.mtime_ns) != seen:
                 seen, seen_since = (holder.instance, holder.mtime_ns), now
-            reason = self._stale_reason(holder, now, now - seen_since)
+            reason = self._stale_reason(holder, now - seen_since)
             if reason is not None and self._take_over(holder, reason, now):
                 continue
             if self._is_done is not None and self._is_done():
@@ -257,8 +304,23 @@ class PreparationLock:
                 )
             self._sleep(self._poll_seconds)
 
+    def still_held(self) -> bool:
+        """Whether the lock file is still this object's (False once taken over)."""
+        if self._token is None:
+            return False
+        try:
+            holder = _read_holder(self.path)
+        except OSError:
+            return True  # Unknown; the heartbeat judges again.
+        return holder is not None and holder.instance == self._token
+
     def release(self) -> None:
-        """Stops the heartbeat and removes the lock file (if still this object's)."""
+        """Stops the heartbeat and removes the lock file (if still this object's).
+
+        Takes the take-over claim of its own lock file first: a contender taking the
+        file over meanwhile (the holder looked stale) then owns its removal, instead of
+        both removing it, the second one a newer holder's file.
+        """
         if self._token is None:
             return
         token, self._token = self._token, None
@@ -266,11 +328,18 @@ class PreparationLock:
         if self._heartbeat is not None:
             self._heartbeat.join()
             self._heartbeat = None
-        holder = _read_holder(self.path)
-        if holder is not None and holder.instance == token:
-            _remove(self.path)
-        else:
-            logging.warning("%s was taken over while held by this process.", self.path)
+        claim = os.path.join(self.data_dir, _BREAK_PREFIX + token)
+        if not _create_exclusively(claim):
+            logging.warning("%s is being taken over while this process releases it.", self.path)
+            return
+        try:
+            holder = _read_holder(self.path)
+            if holder is not None and holder.instance == token:
+                _remove(self.path)
+            else:
+                logging.warning("%s was taken over while held by this process.", self.path)
+        finally:
+            _remove(claim)
 
     def __enter__(self) -> "PreparationLock":
         self.acquire()
@@ -289,8 +358,9 @@ class PreparationLock:
         token = uuid.uuid4().hex
         fields = {
             "host": self._host,
-            "pid": os.getpid(),
+            "pid": self._pid,
             "pid_namespace": self._pid_namespace,
+            "boot_id": self._boot_id,
             "token": token,
             "started": self._clock(),
         }
@@ -306,34 +376,62 @@ class PreparationLock:
         return True
 
     def _beat(self, token: str) -> None:
-        """Touches the lock file every `heartbeat_seconds` while it is this object's."""
+        """Touches the lock file every `heartbeat_seconds` while it is this object's.
+
+        Any error (a transient NFS one: ESTALE, EIO, a timeout) is logged and the beat
+        retried: a heartbeat thread that died would let a live holder go stale.
+        """
         while not self._stop_heartbeat.wait(self._heartbeat_seconds):
-            holder = _read_holder(self.path)
-            if holder is None or holder.instance != token:
-                logging.error(
-                    "%s was taken over while held by this process (heartbeats late by more "
-                    "than %g s?); another process may be preparing too.",
-                    self.path,
-                    self._stale_seconds,
-                )
-                return
             try:
+                holder = _read_holder(self.path)
+                if holder is None or holder.instance != token:
+                    logging.error(
+                        "%s was taken over while held by this process (heartbeats late by "
+                        "more than %g s?); another process may be preparing too.",
+                        self.path,
+                        self._stale_seconds,
+                    )
+                    return
+                # No times given: the file server sets its own, as for the probe.
                 os.utime(self.path)
             except OSError as error:  # Retried at the next beat.
                 logging.warning("Heartbeat of %s failed: %s", self.path, error)
 
-    def _stale_reason(self, holder: _Holder, now: float, unchanged_for: float) -> str | None:
+    def _same_machine(self, holder: _Holder) -> bool:
+        """Whether `holder` runs on this machine and PID namespace (its pid is ours to
+        check). Without a boot id on either side, nothing says so."""
+        return bool(self._boot_id) and (
+            holder.host,
+            holder.boot_id,
+            holder.pid_namespace,
+        ) == (self._host, self._boot_id, self._pid_namespace)
+
+    def _stale_reason(self, holder: _Holder, unchanged_for: float) -> str | None:
         """Why `holder`'s lock is stale, or None if it is not."""
-        if (
-            (holder.host, holder.pid_namespace) == (self._host, self._pid_namespace)
-            and holder.pid > 0
-            and not _process_exists(holder.pid)
-        ):
+        if self._same_machine(holder) and holder.pid > 0 and not _process_exists(holder.pid):
             return "its process is gone"
-        silence = max(now - holder.mtime, unchanged_for)
+        silence = unchanged_for
+        server_now = self._server_time()
+        if server_now is not None:
+            silence = max(silence, server_now - holder.mtime)
         if silence > self._stale_seconds:
             return f"no heartbeat for {silence:.1f} s"
         return None
+
+    def _server_time(self) -> float | None:
+        """The file server's current time: the mtime of a file just created (None if that
+        fails). Heartbeats are stamped by the same clock, so their age is exact whatever
+        the clocks of this host and the holder's say."""
+        probe = os.path.join(self.data_dir, _PROBE_PREFIX + uuid.uuid4().hex)
+        try:
+            descriptor = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                return os.fstat(descriptor).st_mtime
+            finally:
+                os.close(descriptor)
+                _remove(probe)
+        except OSError:
+            return None
 
     def _take_over(self, holder: _Holder, reason: str, now: float) -> bool:
         """Removes `holder`'s stale lock file unless another contender is doing so.
@@ -395,14 +493,16 @@ class PreparationLock:
     def _remove_leftovers(self) -> None:
         """Removes the stale claim and renamed files of contenders that died midway."""
         for name in os.listdir(self.data_dir):
-            if name.startswith((_BREAK_PREFIX, _STALE_PREFIX)):
+            if name.startswith((_BREAK_PREFIX, _STALE_PREFIX, _PROBE_PREFIX)):
                 self._remove_if_stale(os.path.join(self.data_dir, name))
 
 
 def prepare_once(
     data_dir: str,
     is_prepared: Callable[[], bool],
-    prepare: Callable[[], T],
+    prepare: Callable[..., T],
+    *,
+    pass_lock: bool = False,
     **lock_options: Any,
 ) -> tuple[T | None, bool]:
     """Runs `prepare()` unless `data_dir` is prepared, in one process of all that call it.
@@ -410,12 +510,15 @@ def prepare_once(
     Checks `is_prepared()` first; if False, takes the `PreparationLock` of `data_dir`
     (waiting for another process, or until `is_prepared()` is True), checks again, and
     prepares if still needed. The lock is released however `prepare()` ends, so after an
-    error the waiting processes try in turn.
+    error the waiting processes try in turn. If `prepare()` fails after its lock was
+    taken over (this process was paused past `stale_seconds`, and the new holder
+    removed its unfinished work), it waits for the new holder instead of failing.
 
     Args:
         data_dir: The data directory.
         is_prepared: Whether the outputs are complete (e.g. the fingerprint matches).
         prepare: Writes the outputs; its result is returned.
+        pass_lock: Call `prepare(lock)` with the `PreparationLock` held.
         **lock_options: Keyword arguments of `PreparationLock` (`stale_seconds`, ...).
 
     Returns:
@@ -431,9 +534,21 @@ def prepare_once(
     ('outputs', True)
     (None, False)
     """
-    if is_prepared():
-        return None, False
-    with PreparationLock(data_dir, is_done=is_prepared, **lock_options) as lock:
-        if not lock.held or is_prepared():
+    for attempt in range(_ATTEMPTS_AFTER_TAKE_OVER + 1):
+        if is_prepared():
             return None, False
-        return prepare(), True
+        with PreparationLock(data_dir, is_done=is_prepared, **lock_options) as lock:
+            if not lock.held or is_prepared():
+                return None, False
+            try:
+                return (prepare(lock) if pass_lock else prepare()), True
+            except Exception as error:
+                if lock.still_held() or attempt == _ATTEMPTS_AFTER_TAKE_OVER:
+                    raise
+                logging.warning(
+                    "%s was taken over while this process prepared, which then failed "
+                    "(%s); waiting for the new holder.",
+                    lock.path,
+                    error,
+                )
+    raise AssertionError("unreachable")

@@ -3,9 +3,12 @@
 `prepare_data` reads and cleans every split, trains the BPE model on (a sample of) the
 training text, writes every split as tokenised TFRecord shards with a lengths index
 (`shard_writer`), then the summary and, last, the fingerprint; the files it writes are
-listed in `data_directory`. Several processes may call it on one directory at once (the
-workers of a multi-host run on a shared filesystem): one prepares, the others wait for
-it (`preparation_lock`). The names of `data_directory` are also importable from here.
+listed in `data_directory`. It writes them into a folder of its own and publishes that
+whole, by a rename (`publication`). Several processes may call it on one directory at
+once (the workers of a multi-host run on a shared filesystem): one prepares, the others
+wait for it (`preparation_lock`); if two prepare after all (a holder paused past the
+lock's timeout), one publishes and the other discards its copy. The names of
+`data_directory` are also importable from here.
 """
 
 import dataclasses
@@ -17,7 +20,7 @@ from typing import Any
 import sentencepiece as spm
 from absl import logging
 
-from convs2s_tf.data import bpe
+from convs2s_tf.data import bpe, publication
 from convs2s_tf.data.cleaning import CleaningConfig, CleaningReport, clean_pairs, normalize_pairs
 from convs2s_tf.data.data_directory import (
     FINGERPRINT_FILE,
@@ -26,6 +29,7 @@ from convs2s_tf.data.data_directory import (
     TFDS_SUBDIR,
     PreparedData,
     outputs_exist,
+    read_summary,
     split_paths,
     write_split,
     write_summary,
@@ -36,7 +40,7 @@ from convs2s_tf.data.fingerprint import (
     write_fingerprint,
 )
 from convs2s_tf.data.length_index import index_file_name
-from convs2s_tf.data.preparation_lock import prepare_once
+from convs2s_tf.data.preparation_lock import PreparationLock, prepare_once
 from convs2s_tf.data.shard_writer import ShardSpec, write_shards
 from convs2s_tf.data.sources import ParallelSource, make_source
 from convs2s_tf.data.text_files import LineDecoder
@@ -55,8 +59,9 @@ __all__ = [
 ]
 
 # Bump when the prepared files change meaning, so existing data directories are redone.
-# 2: tokenised TFRecord shards and lengths indexes next to the text (1: text only).
-FORMAT_VERSION = 2
+# 3: in a version folder, published whole; shard sizes and checksums in the lengths
+# indexes. 2: tokenised TFRecord shards and lengths indexes next to the text (1: text).
+FORMAT_VERSION = 3
 # Training shards hold about this many pairs (and there are at least _MIN_TRAIN_SHARDS,
 # so that the workers of a multi-host run each get whole files in fair numbers).
 _PAIRS_PER_SHARD = 100_000
@@ -134,6 +139,7 @@ def prepare_data(
     *,
     force: bool = False,
     host_checker: Callable[[str], bool] | None = None,
+    lock_options: Mapping[str, Any] | None = None,
 ) -> PrepareResult:
     """Prepares `config.data_dir` (see `data_directory`), unless it is up to date.
 
@@ -141,6 +147,7 @@ def prepare_data(
         config: what to prepare.
         force: prepare even if the fingerprint matches.
         host_checker: see `sources.TfdsSource` (tests pass a stub).
+        lock_options: keyword arguments of `PreparationLock` (`stale_seconds`, ...).
 
     Returns:
         The summary (also in `summary.json`) and whether the outputs were reused.
@@ -160,49 +167,107 @@ def prepare_data(
     )
     identity = _identity(config, source)
     fingerprint = compute_fingerprint(identity)
-    fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
+    version = os.path.join(config.data_dir, publication.version_name(fingerprint))
     splits = list(source.splits)
 
     def is_prepared() -> bool:
-        return (
-            not force
-            and read_fingerprint(fingerprint_path) == fingerprint
-            and outputs_exist(config.data_dir, splits, config.source_lang, config.target_lang)
-        )
+        return not force and _prepared_folder(config, splits, fingerprint) is not None
 
-    def prepare() -> dict[str, Any]:
-        return _prepare(config, source, identity, fingerprint)
+    def prepare(lock: PreparationLock) -> dict[str, Any]:
+        return _prepare(config, source, identity, fingerprint, version, lock)
 
-    summary, prepared = prepare_once(config.data_dir, is_prepared, prepare)
+    summary, prepared = prepare_once(
+        config.data_dir, is_prepared, prepare, pass_lock=True, **(lock_options or {})
+    )
     if not prepared:
         logging.info(
             "%s is up to date (fingerprint %s); nothing to do.", config.data_dir, fingerprint[:12]
         )
-        data = PreparedData.load(config.data_dir)
+        data = PreparedData.load(_prepared_folder(config, splits, fingerprint) or version)
+        if (
+            data.data_dir == version
+            and publication.resolve(config.data_dir, FINGERPRINT_FILE) != version
+        ):
+            # Another configuration's preparation pointed the directory elsewhere since.
+            publication.write_pointer(config.data_dir, FINGERPRINT_FILE, version)
         return PrepareResult(summary=data.summary, reused=True, data=data)
     assert summary is not None
-    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(config.data_dir))
+    return PrepareResult(summary=summary, reused=False, data=PreparedData.load(version))
+
+
+def _prepared_folder(config: PrepareConfig, splits: list[str], fingerprint: str) -> str | None:
+    """Returns the complete folder of `fingerprint`: its version folder, or the data
+    directory itself if it is a copy of one (None if neither is complete)."""
+    version = os.path.join(config.data_dir, publication.version_name(fingerprint))
+    candidates = [version]
+    if publication.resolve(config.data_dir, FINGERPRINT_FILE) == config.data_dir:
+        candidates.append(config.data_dir)
+    for folder in candidates:
+        if read_fingerprint(os.path.join(folder, FINGERPRINT_FILE)) == fingerprint and (
+            outputs_exist(folder, splits, config.source_lang, config.target_lang)
+        ):
+            return folder
+    return None
 
 
 def _prepare(
-    config: PrepareConfig, source: ParallelSource, identity: dict[str, Any], fingerprint: str
+    config: PrepareConfig,
+    source: ParallelSource,
+    identity: dict[str, Any],
+    fingerprint: str,
+    version: str,
+    lock: PreparationLock,
 ) -> dict[str, Any]:
-    """Writes the whole data directory (see `prepare_data`); returns the summary."""
-    fingerprint_path = os.path.join(config.data_dir, FINGERPRINT_FILE)
-    splits = list(source.splits)
-    # From here on the directory is in flux: drop the fingerprint so that an interrupted
-    # run is redone next time instead of being taken as complete.
-    if os.path.exists(fingerprint_path):
-        os.remove(fingerprint_path)
+    """Writes the whole data directory into a folder of its own, then publishes it as
+    `version` (see `publication`); returns the summary."""
+    # What `version` holds now, if anything: broken, or forced. Only that is replaced.
+    replaces = publication.publication_id(version, FINGERPRINT_FILE)
+    assert lock.token is not None
+    folder = os.path.join(config.data_dir, publication.TEMPORARY_PREFIX + lock.token)
+    if lock.still_held():
+        # Folders of preparers that died, or lost the lock while paused.
+        publication.remove_unfinished(config.data_dir, keep=folder)
     source.check()
-    split_summaries = {split: _write_clean_split(config, source, split) for split in splits}
-    processor = _train_bpe(config, split_summaries["train"]["pairs_kept"])
+    publication.new_temporary_folder(config.data_dir, lock.token)
+    try:
+        summary = _write_outputs(config, source, fingerprint, folder)
+        # Last, so that a folder with a fingerprint is a complete one.
+        write_fingerprint(
+            os.path.join(folder, FINGERPRINT_FILE),
+            fingerprint,
+            identity,
+            **{publication.PUBLICATION_KEY: os.path.basename(folder)},
+        )
+        publication.flush_folder(folder)
+    except BaseException:
+        publication.discard(folder)
+        raise
+    if publication.publish(folder, version, replaces, FINGERPRINT_FILE):
+        logging.info("Published %s.", version)
+    else:
+        logging.warning(
+            "%s was published by another preparer meanwhile; this one's copy is discarded.",
+            version,
+        )
+        summary = read_summary(version)
+    publication.write_pointer(config.data_dir, FINGERPRINT_FILE, version)
+    publication.remove_other_versions(config.data_dir, version)
+    return summary
+
+
+def _write_outputs(
+    config: PrepareConfig, source: ParallelSource, fingerprint: str, folder: str
+) -> dict[str, Any]:
+    """Writes the text, BPE model, shards and summary into `folder`; returns the summary."""
+    splits = list(source.splits)
+    split_summaries = {split: _write_clean_split(config, source, split, folder) for split in splits}
+    processor = _train_bpe(config, split_summaries["train"]["pairs_kept"], folder)
     for split, split_summary in split_summaries.items():
-        split_summary.update(_write_split_shards(config, split, split_summary["pairs_kept"]))
+        split_summary.update(
+            _write_split_shards(config, split, split_summary["pairs_kept"], folder)
+        )
     summary = _summary(config, fingerprint, processor, split_summaries)
-    write_summary(config.data_dir, summary)
-    # Last, so that a directory with a fingerprint is a complete one.
-    write_fingerprint(fingerprint_path, fingerprint, identity)
+    write_summary(folder, summary)
     return summary
 
 
@@ -217,16 +282,17 @@ def _identity(config: PrepareConfig, source: ParallelSource) -> dict[str, Any]:
     }
 
 
-def _write_clean_split(config: PrepareConfig, source: ParallelSource, split: str) -> dict:
-    """Reads `split`, cleans it (training) or normalises it (evaluation), and writes it.
+def _write_clean_split(
+    config: PrepareConfig, source: ParallelSource, split: str, folder: str
+) -> dict:
+    """Reads `split`, cleans it (training) or normalises it (evaluation), and writes it
+    into `folder`.
 
     Returns:
         The split's summary so far: pairs kept and dropped per rule, and the lines whose
         invalid UTF-8 was replaced, per file.
     """
-    source_path, target_path = split_paths(
-        config.data_dir, split, config.source_lang, config.target_lang
-    )
+    source_path, target_path = split_paths(folder, split, config.source_lang, config.target_lang)
     logging.info("Reading the %s split of %s", split, config.dataset)
     decoder = LineDecoder(config.invalid_utf8)
     report = CleaningReport()
@@ -249,11 +315,11 @@ def _bpe_sample(config: PrepareConfig, train_pairs: int) -> int:
     return sample if sample and 2 * train_pairs > sample else 0
 
 
-def _train_bpe(config: PrepareConfig, train_pairs: int) -> spm.SentencePieceProcessor:
+def _train_bpe(config: PrepareConfig, train_pairs: int, folder: str) -> spm.SentencePieceProcessor:
     """Trains the joint BPE model on the prepared training text (or a sample drawn from
     all of it, see `PrepareConfig.bpe_max_sentences`) and returns it, loaded."""
     train_source, train_target = split_paths(
-        config.data_dir, "train", config.source_lang, config.target_lang
+        folder, "train", config.source_lang, config.target_lang
     )
     sample = _bpe_sample(config, train_pairs)
     logging.info(
@@ -263,7 +329,7 @@ def _train_bpe(config: PrepareConfig, train_pairs: int) -> spm.SentencePieceProc
     )
     model_path, _ = bpe.train_bpe(
         [train_source, train_target],
-        os.path.join(config.data_dir, SENTENCEPIECE_PREFIX),
+        os.path.join(folder, SENTENCEPIECE_PREFIX),
         config.vocab_size,
         character_coverage=config.bpe_character_coverage,
         max_sentences=sample,
@@ -282,11 +348,12 @@ def num_train_shards(config: PrepareConfig, train_pairs: int) -> int:
     return max(_MIN_TRAIN_SHARDS, math.ceil(train_pairs / _PAIRS_PER_SHARD))
 
 
-def _write_split_shards(config: PrepareConfig, split: str, pairs: int) -> dict[str, Any]:
-    """Writes `split`'s shards and lengths index; returns its per-side statistics."""
-    source_path, target_path = split_paths(
-        config.data_dir, split, config.source_lang, config.target_lang
-    )
+def _write_split_shards(
+    config: PrepareConfig, split: str, pairs: int, folder: str
+) -> dict[str, Any]:
+    """Writes `split`'s shards and lengths index into `folder`; returns its per-side
+    statistics."""
+    source_path, target_path = split_paths(folder, split, config.source_lang, config.target_lang)
     training = split == "train"
     spec = ShardSpec(
         split=split,
@@ -297,9 +364,9 @@ def _write_split_shards(config: PrepareConfig, split: str, pairs: int) -> dict[s
         seed=config.seed,
     )
     logging.info("Writing %d shard(s) of the %s split", spec.num_shards, split)
-    model_path = os.path.join(config.data_dir, SENTENCEPIECE_PREFIX + ".model")
+    model_path = os.path.join(folder, SENTENCEPIECE_PREFIX + ".model")
     workers = config.workers or os.cpu_count() or 1
-    return write_shards(spec, config.data_dir, model_path, workers=workers)
+    return write_shards(spec, folder, model_path, workers=workers)
 
 
 def _summary(

@@ -10,6 +10,10 @@ Two passes over the split's prepared text, with memory bounded by one shard:
 A random shard for every pair, then a random order within each shard, is a uniform
 global shuffle, done once here instead of through a corpus-sized buffer at every
 training start. Evaluation splits keep their order (they are batched by length anyway).
+
+Each shard's size and SHA-256 go into the lengths index, so a run can check the shards
+before reading them (`shard_check`). The directory written to belongs to this preparer
+alone (`publication`): no other process writes these names.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sentencepiece as spm
 from convs2s_tf import vocabulary
 from convs2s_tf.data import records, statistics
 from convs2s_tf.data.length_index import LengthIndex, index_file_name, shard_file_name
+from convs2s_tf.data.shard_check import file_sha256
 
 _BLOCK_PAIRS = 5000
 # Blocks handed to each worker process at a time.
@@ -37,10 +42,8 @@ _MIN_PAIRS_FOR_WORKERS = 50_000
 _MAX_SUMMARY_LENGTH = 4096
 _SCRATCH_HEADER = struct.Struct("<I")
 
-# The worker processes' state: set once per process by `_start_worker`.
-_processor: spm.SentencePieceProcessor | None = None
-_encoder: records.ExampleEncoder | None = None
-_evaluation = False
+# A worker process's encoder: set once per process by `_start_worker`.
+_worker_encoder: "_BlockEncoder | None" = None
 
 
 # A tokenised block: records, (source, target) lengths with `</s>`, and per side (words,
@@ -105,7 +108,7 @@ def write_shards(
 
     Args:
         spec: the split and how to shard it.
-        data_dir: the data directory (shards and index go there).
+        data_dir: the directory the shards and index go to (this preparer's own).
         sentencepiece_model: path of the SentencePiece model.
         workers: tokenising processes.
         min_pairs_for_workers: smaller splits are tokenised in this process (worker
@@ -140,7 +143,10 @@ def write_shards(
             file.close()
     for shard, (name, scratch_path) in enumerate(zip(files, scratch_paths)):
         _write_shard(scratch_path, os.path.join(data_dir, name), rng, shuffle=not spec.evaluation)
-    LengthIndex.from_histograms(files, histograms).save(
+    paths = [os.path.join(data_dir, name) for name in files]
+    # Read back, not counted while writing: the checksum is of the bytes on disk.
+    sizes = [os.path.getsize(path) for path in paths]
+    LengthIndex.from_histograms(files, histograms, sizes, [file_sha256(p) for p in paths]).save(
         os.path.join(data_dir, index_file_name(spec.split))
     )
     return {**{side: counts.summary() for side, counts in sides.items()}, "shards": files}
@@ -162,19 +168,34 @@ def _count_lengths(
 
 def _write_shard(scratch_path: str, path: str, rng: np.random.Generator, shuffle: bool) -> None:
     """Reads a scratch file, shuffles its records and writes them as one TFRecord file."""
+    encoded = _read_scratch(scratch_path)
     import tensorflow as tf  # Here, not at import: worker processes must not load TF.
 
-    encoded = []
-    with open(scratch_path, "rb") as file:
-        while header := file.read(_SCRATCH_HEADER.size):
-            (size,) = _SCRATCH_HEADER.unpack(header)
-            encoded.append(file.read(size))
     order = rng.permutation(len(encoded)) if shuffle else range(len(encoded))
     with tf.io.TFRecordWriter(path + ".tmp") as writer:
         for i in order:
             writer.write(encoded[i])
     os.replace(path + ".tmp", path)
     os.remove(scratch_path)
+
+
+def _read_scratch(path: str) -> list[bytes]:
+    """Returns the records of a scratch file; raises OSError if it is cut short."""
+    encoded = []
+    with open(path, "rb") as file:
+        while header := file.read(_SCRATCH_HEADER.size):
+            record = b""
+            if len(header) == _SCRATCH_HEADER.size:
+                (size,) = _SCRATCH_HEADER.unpack(header)
+                record = file.read(size)
+                if len(record) == size:
+                    encoded.append(record)
+                    continue
+            raise OSError(
+                f"{path} is cut short at byte {file.tell()} (record {len(encoded)}): "
+                "truncated, or written by another process?"
+            )
+    return encoded
 
 
 def _blocks(spec: ShardSpec) -> Iterator[tuple[int, list[str], list[str]]]:
@@ -200,8 +221,7 @@ def _encoded_blocks(
     """Yields `_encode_block`'s results in order, from `workers` processes if worth it."""
     arguments = (sentencepiece_model, spec.evaluation)
     if workers <= 1:
-        _start_worker(*arguments)
-        yield from map(_encode_block, _blocks(spec))
+        yield from map(_BlockEncoder(*arguments), _blocks(spec))
         return
     # "spawn": the parent has TensorFlow's threads running, which a fork would copy
     # half-way through whatever they were doing.
@@ -211,7 +231,7 @@ def _encoded_blocks(
         # A few blocks per worker at a time: `imap` alone would read the whole split
         # into its task queue, and memory would grow with the corpus.
         while window := list(itertools.islice(blocks, _BLOCKS_IN_FLIGHT * workers)):
-            yield from pool.imap(_encode_block, window, chunksize=1)
+            yield from pool.imap(_encode_in_worker, window, chunksize=1)
 
 
 def _count_lines(path: str) -> int:
@@ -219,23 +239,38 @@ def _count_lines(path: str) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: file.read(1 << 20), b""))
 
 
+class _BlockEncoder:
+    """Tokenises blocks of pairs with one SentencePiece model (one per process, or one
+    per call in this process: preparers in threads of one process share nothing)."""
+
+    def __init__(self, sentencepiece_model: str, evaluation: bool) -> None:
+        self.processor = spm.SentencePieceProcessor(model_file=sentencepiece_model)
+        self.encoder = records.ExampleEncoder(self.processor.get_piece_size())
+        self.evaluation = evaluation
+
+    def __call__(self, block: tuple[int, list[str], list[str]]) -> _EncodedBlock:
+        return _encode_block(self, block)
+
+
 def _start_worker(sentencepiece_model: str, evaluation: bool) -> None:
-    global _processor, _encoder, _evaluation
-    _processor = spm.SentencePieceProcessor(model_file=sentencepiece_model)
-    _encoder = records.ExampleEncoder(_processor.get_piece_size())
-    _evaluation = evaluation
+    global _worker_encoder
+    _worker_encoder = _BlockEncoder(sentencepiece_model, evaluation)
 
 
-def _encode_block(block: tuple[int, list[str], list[str]]) -> _EncodedBlock:
+def _encode_in_worker(block: tuple[int, list[str], list[str]]) -> _EncodedBlock:
+    assert _worker_encoder is not None
+    return _worker_encoder(block)
+
+
+def _encode_block(state: _BlockEncoder, block: tuple[int, list[str], list[str]]) -> _EncodedBlock:
     """Tokenises one block; returns (records, (source lengths, target lengths) with `</s>`,
     {side: (words, unknown pieces, lengths without `</s>`)})."""
-    assert _processor is not None and _encoder is not None
     start, sources, targets = block
-    source_ids = _processor.encode(sources)
-    target_ids = _processor.encode(targets)
+    source_ids = state.processor.encode(sources)
+    target_ids = state.processor.encode(targets)
     encoded = [
-        _encoder.encode(
-            source, target, start + i, (sources[i], targets[i]) if _evaluation else None
+        state.encoder.encode(
+            source, target, start + i, (sources[i], targets[i]) if state.evaluation else None
         )
         for i, (source, target) in enumerate(zip(source_ids, target_ids))
     ]

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -77,10 +78,10 @@ def no_sleep(seconds):
     raise AssertionError("waited although the lock was free or stale")
 
 
-def write_lock(data_dir, host, pid, mtime):
+def write_lock(data_dir, host, pid, mtime, **machine):
     """A lock file as another process writes it; its heartbeat (mtime) at `mtime`."""
     path = os.path.join(data_dir, LOCK_FILE)
-    fields = {"host": host, "pid": pid, "token": uuid.uuid4().hex, "started": mtime}
+    fields = {"host": host, "pid": pid, "token": uuid.uuid4().hex, "started": mtime, **machine}
     with open(path, "w", encoding="utf-8") as file:
         json.dump(fields, file)
     os.utime(path, (mtime, mtime))
@@ -155,7 +156,7 @@ def test_killed_holder_is_taken_over(data_dir, caplog):
         with open(os.path.join(data_dir, LOCK_FILE), encoding="utf-8") as file:
             fields = json.load(file)
         assert fields["pid"] == holder.pid
-        assert set(fields) == {"host", "pid", "pid_namespace", "token", "started"}
+        assert set(fields) == {"host", "pid", "pid_namespace", "boot_id", "token", "started"}
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
@@ -264,35 +265,128 @@ def test_take_over_claimed_by_another_contender_is_waited_for(data_dir):
     assert os.listdir(data_dir) == ["output.txt"]
 
 
-def test_lock_replaced_during_take_over_is_put_back(data_dir, monkeypatch, caplog):
+def test_release_during_take_over_leaves_one_holder(data_dir, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
-    write_lock(data_dir, "other-host", 4242, time.time() - 3600)
-    rename = os.rename
+    holder = PreparationLock(data_dir, heartbeat_seconds=5.0, stale_seconds=10.0)
+    assert holder.acquire()
+    contender = PreparationLock(data_dir, poll_seconds=0.01)
+    # The contender judges the live holder stale (its heartbeat seemed late).
+    monkeypatch.setattr(contender, "_stale_reason", lambda *args: "it seemed stale")
+    third, fourth = (PreparationLock(data_dir, is_done=lambda: True) for _ in range(2))
+    rename, link = os.rename, os.link
 
-    def replace_then_rename(source, target):
-        # The stale holder was alive: it releases, and a third process takes the lock.
-        monkeypatch.undo()
-        os.remove(source)
-        write_lock(data_dir, "third-host", 99, time.time())
+    def release_then_rename(source, target):
+        # The holder releases between the contender's check and its rename, and a third
+        # process asks for the lock at once.
+        monkeypatch.setattr(preparation_lock.os, "rename", rename)
+        holder.release()
+        third.acquire()
         rename(source, target)
 
-    monkeypatch.setattr(preparation_lock.os, "rename", replace_then_rename)
+    def another_then_link(source, target):
+        # Putting back a lock moved by mistake races a fourth process.
+        fourth.acquire()
+        link(source, target)
+
+    monkeypatch.setattr(preparation_lock.os, "rename", release_then_rename)
+    monkeypatch.setattr(preparation_lock.os, "link", another_then_link)
+    assert contender.acquire()
+    holders = [lock for lock in (holder, contender, third, fourth) if lock.held]
+    assert holders == [contender] and contender.still_held()
+    contender.release()
+    assert os.listdir(data_dir) == []
+
+
+def test_heartbeat_survives_transient_errors(data_dir, monkeypatch, caplog):
+    read_holder = preparation_lock._read_holder
+    failures = []
+
+    def fail_once_in_the_heartbeat(path):
+        if threading.current_thread().name.startswith("heartbeat of") and not failures:
+            failures.append(path)
+            raise OSError(116, "Stale file handle")  # ESTALE, as NFS reports it.
+        return read_holder(path)
+
+    monkeypatch.setattr(preparation_lock, "_read_holder", fail_once_in_the_heartbeat)
+    path = os.path.join(data_dir, LOCK_FILE)
+    with PreparationLock(data_dir, heartbeat_seconds=0.02, stale_seconds=5.0) as lock:
+        deadline = time.time() + 5
+        while not failures and time.time() < deadline:
+            time.sleep(0.01)
+        after_error = os.stat(path).st_mtime_ns
+        while os.stat(path).st_mtime_ns == after_error and time.time() < deadline:
+            time.sleep(0.01)
+        assert failures and os.stat(path).st_mtime_ns > after_error
+        assert lock.still_held()
+    assert any("Stale file handle" in message for message in lock_messages(caplog, logging.WARNING))
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_same_hostname_on_another_machine_is_waited_on(data_dir, caplog):
+    caplog.set_level(logging.INFO)
     fake = FakeTime()
+    # Another machine (another boot id) with this one's hostname and the same (initial)
+    # PID namespace: its pid means nothing here, so only its heartbeat can go stale.
+    lock = PreparationLock(data_dir)
+    write_lock(
+        data_dir,
+        socket.gethostname(),
+        dead_pid(),
+        time.time(),
+        pid_namespace=lock._pid_namespace,
+        boot_id="another-machine",
+    )
     result = prepare_once(
         data_dir,
-        lambda: fake.sleeps == 1,
+        lambda: fake.sleeps >= 5,
         lambda: write_output(data_dir),
+        stale_seconds=10.0,
+        heartbeat_seconds=1.0,
         clock=fake.clock,
         sleep=fake.sleep,
     )
-    assert result == (None, False)
-    assert os.listdir(data_dir) == [LOCK_FILE]
-    with open(os.path.join(data_dir, LOCK_FILE), encoding="utf-8") as file:
-        assert json.load(file)["host"] == "third-host"
+    assert result == (None, False) and fake.sleeps == 5
+    assert not lock_messages(caplog, logging.WARNING)
+
+
+@pytest.mark.parametrize("skew", [3600.0, -3600.0])
+def test_clock_skew_neither_breaks_a_live_lock_nor_keeps_a_dead_one(data_dir, caplog, skew):
+    caplog.set_level(logging.INFO)
+
+    def skewed_clock():
+        return time.time() + skew
+
+    holder = PreparationLock(data_dir, heartbeat_seconds=0.02, stale_seconds=0.3)
+    assert holder.acquire()
+    # A live holder (heartbeating) is waited on for 3 stale timeouts.
+    deadline = time.time() + 1.0
+    waiter = PreparationLock(
+        data_dir,
+        is_done=lambda: time.time() > deadline,
+        stale_seconds=0.3,
+        heartbeat_seconds=0.02,
+        poll_seconds=0.02,
+        clock=skewed_clock,
+    )
+    assert not waiter.acquire()
+    assert holder.still_held() and not lock_messages(caplog, logging.WARNING)
+    # A holder whose heartbeat stops is taken over once stale, whatever the clock.
+    holder._stop_heartbeat.set()
+    holder._heartbeat.join()
+    started = time.time()
+    waiter = PreparationLock(
+        data_dir, stale_seconds=0.3, heartbeat_seconds=0.02, poll_seconds=0.02, clock=skewed_clock
+    )
+    assert waiter.acquire()
+    assert 0.3 - 0.05 < time.time() - started < 5.0  # 0.05: the last beat came before
     (warning,) = lock_messages(caplog, logging.WARNING)
-    assert "was replaced while being taken over; put it back" in warning
-    (waiting,) = lock_messages(caplog, logging.INFO)
-    assert "Waiting for third-host pid 99" in waiting
+    assert "no heartbeat for" in warning
+    waiter.release()
 
 
 def test_error_in_prepare_releases_the_lock(data_dir):

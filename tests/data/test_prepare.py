@@ -74,17 +74,22 @@ def test_rerun_is_a_no_op_until_inputs_or_flags_change(small_corpus, tmp_path):
         data_dir=str(tmp_path / "data"), dataset="local", split_prefixes=prefixes, vocab_size=300
     )
     first = prepare_data(config)
-    outputs = sorted(os.listdir(config.data_dir))
-    mtimes = {name: os.stat(os.path.join(config.data_dir, name)).st_mtime_ns for name in outputs}
+    version = first.data.data_dir
+    assert os.path.dirname(version) == config.data_dir
+    assert sorted(os.listdir(config.data_dir)) == ["fingerprint.json", os.path.basename(version)]
+    outputs = sorted(os.listdir(version))
+    mtimes = {name: os.stat(os.path.join(version, name)).st_mtime_ns for name in outputs}
 
     again = prepare_data(config)
     assert again.reused and again.summary == first.summary
-    assert {
-        name: os.stat(os.path.join(config.data_dir, name)).st_mtime_ns for name in outputs
-    } == mtimes
+    assert {name: os.stat(os.path.join(version, name)).st_mtime_ns for name in outputs} == mtimes
+    assert PreparedData.load(config.data_dir) == first.data
 
+    # Another preparation is a new version; the directory points at it and the old one goes.
     changed_flag = prepare_data(PrepareConfig(**{**config.__dict__, "vocab_size": 320}))
     assert not changed_flag.reused and changed_flag.summary["vocab_size"] == 320
+    assert not os.path.exists(version)
+    assert PreparedData.load(config.data_dir) == changed_flag.data
 
     with open(prefixes["train"] + ".de", "a", encoding="utf-8") as f:
         f.write("Ein neuer Satz .\n")
@@ -94,9 +99,15 @@ def test_rerun_is_a_no_op_until_inputs_or_flags_change(small_corpus, tmp_path):
     assert not changed_input.reused
     assert changed_input.summary["splits"]["train"]["pairs_read"] == 301
 
-    # A missing output is redone even though the fingerprint matches.
-    os.remove(os.path.join(config.data_dir, "sentencepiece.model"))
+    # A missing or cut-short output is redone even though the fingerprint matches.
+    version = changed_input.data.data_dir
+    os.remove(os.path.join(version, "sentencepiece.model"))
+    redone = prepare_data(PrepareConfig(**{**config.__dict__, "vocab_size": 320}))
+    assert not redone.reused and redone.data.data_dir == version
+    shard = redone.data.shard_paths("train")[0]
+    os.truncate(shard, os.path.getsize(shard) - 1)
     assert not prepare_data(PrepareConfig(**{**config.__dict__, "vocab_size": 320})).reused
+    assert sorted(os.listdir(config.data_dir)) == ["fingerprint.json", os.path.basename(version)]
 
 
 def test_invalid_utf8_fails_or_is_replaced_and_counted(tmp_path):

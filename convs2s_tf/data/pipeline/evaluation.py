@@ -14,6 +14,7 @@ from convs2s_tf.data.pipeline.length_stats import count_length_stats, index_leng
 from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
 from convs2s_tf.data.pipeline.record_pairs import record_pairs
 from convs2s_tf.data.pipeline.tokenized_pairs import cached_tokenized_pairs, shard_spec
+from convs2s_tf.data.shard_check import check_shards
 from convs2s_tf.data.tokenizer import Tokenizer
 
 
@@ -93,7 +94,11 @@ def make_shard_eval_dataset(
         max_source_positions: the model's source positions (longer sides truncated).
         max_target_positions: the same for the target.
         bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
+
+    Raises:
+        CorruptShardError: a shard is not the one its index describes (size, checksum).
     """
+    check_shards(shard_paths, index)
     limits = PipelineLimits.create(
         max_source_positions, max_target_positions, max_tokens, max_sentences, bucket_lengths
     )

@@ -13,6 +13,11 @@ One iterator serves the whole run: epochs follow each other inside one dataset
 (seed, epoch), so no iterator is deleted at an epoch end and a resumed run skips exactly
 the batches it trained; without tf.data's autotuning thread, the one deletion at the end
 of a run does not wait either (docs/input-pipeline-notes.md).
+
+The shards are checked against their lengths index when the data is opened (sizes, and
+checksums up to a size, see `shard_check`): a corrupt or mismatched shard stops the run
+at its start with one line naming it, not with a `DataLossError` at the same point of
+every epoch, nor with epochs padded or cut to counts the shards do not hold.
 """
 
 import dataclasses
@@ -27,6 +32,7 @@ from convs2s_tf.data.pipeline.block_batches import PAIR_FIELDS, batch_blocks
 from convs2s_tf.data.pipeline.length_stats import LengthStats, index_length_stats
 from convs2s_tf.data.pipeline.limits import DEFAULT_MAX_POSITIONS, PipelineLimits
 from convs2s_tf.data.pipeline.record_pairs import parse_block, record_stream
+from convs2s_tf.data.shard_check import DEFAULT_CHECKSUM_LIMIT_BYTES, check_shards
 
 # The default shuffle block: the worker's pairs, up to this many (the shards are
 # shuffled globally when prepared, so a block only has to mix a few shards again).
@@ -80,6 +86,11 @@ class TrainingData:
         shuffle_buffer_size: pairs permuted together, in blocks of this many (None: the
             worker's pairs, up to 100,000: a whole-epoch shuffle on small corpora).
         bucket_lengths: padded lengths of the buckets (default: `default_bucket_lengths`).
+        checksum_limit_bytes: compare the shards' checksums with the index's at start if
+            they total at most this many bytes (None: always); sizes are always compared.
+
+    Raises:
+        CorruptShardError: a shard is missing or not the one the index describes.
 
     Example:
         data = TrainingData(prepared.shard_paths("train"), prepared.length_index("train"))
@@ -99,11 +110,9 @@ class TrainingData:
         seed: int = 1,
         shuffle_buffer_size: int | None = None,
         bucket_lengths: Sequence[int] | None = None,
+        checksum_limit_bytes: int | None = DEFAULT_CHECKSUM_LIMIT_BYTES,
     ) -> None:
-        if len(shard_paths) != index.num_shards:
-            raise ValueError(
-                f"{len(shard_paths)} shard paths for a lengths index of {index.num_shards}."
-            )
+        check_shards(shard_paths, index, checksum_limit_bytes)
         self.shard_paths = tuple(shard_paths)
         self.index = index
         self.limits = PipelineLimits.create(
