@@ -14,6 +14,7 @@ from convs2s_tf.runs.checkpoints import (
     STATE_FILE,
     CheckpointError,
     UnreadableCheckpointError,
+    checkpoint_file_names,
     checkpoint_state,
     has_checkpoint_files,
 )
@@ -35,12 +36,11 @@ def checkpoint_files_by_step(directory: str) -> list[str]:
 
     Returns:
         The prefixes `ckpt-<step>` of the `ckpt-<step>.index` files (which may still be
-        torn), oldest (lowest step) first; [] when there are none.
+        torn), oldest (lowest step) first, but those of interrupted saves (see
+        `checkpoint_file_names`); [] when there are none.
     """
-    if not tf.io.gfile.isdir(directory):
-        return []
     pattern = re.compile(rf"{re.escape(CHECKPOINT_PREFIX)}-\d+\.index")
-    names = [name for name in tf.io.gfile.listdir(directory) if pattern.fullmatch(name)]
+    names = [name for name in checkpoint_file_names(directory) if pattern.fullmatch(name)]
     paths = [os.path.join(directory, name[: -len(".index")]) for name in names]
     return sorted(paths, key=checkpoint_step)
 
@@ -72,11 +72,14 @@ def checkpoints_by_step(directory: str) -> list[str]:
 
 
 def rebuild_torn_state(directory: str) -> None:
-    """Rewrites a torn `checkpoint` state file of `directory` from its checkpoint files.
+    """Rewrites a torn or missing `checkpoint` state file of `directory` from its
+    checkpoint files.
 
     A `tf.train.CheckpointManager` fails over some torn state files (ValueError) and
     forgets the checkpoints named by others, never deleting them: this runs before one is
-    made. A missing state file is left missing (see `latest_checkpoint`).
+    made. A state file goes missing when the first save of a directory is killed while
+    it is written (its checkpoint is complete by then): readers would refuse the
+    directory (see `latest_checkpoint`) and the manager would never delete the file.
 
     Args:
         directory: A checkpoint directory (it need not exist).
@@ -85,9 +88,16 @@ def rebuild_torn_state(directory: str) -> None:
         CheckpointError: The state file is torn and there is no checkpoint file to rebuild
             it from.
     """
+    state_file = os.path.join(directory, STATE_FILE)
     try:
-        checkpoint_state(directory)
-        return
+        if checkpoint_state(directory) is not None or not checkpoint_files_by_step(directory):
+            return
+        problem = UnreadableCheckpointError(
+            f"{directory} holds checkpoint files but no state file.",
+            path=state_file,
+            reason="it is missing",
+            subject=f"Checkpoint state file {state_file}",
+        )
     except UnreadableCheckpointError as error:
         problem = error
     paths = checkpoint_files_by_step(directory)
@@ -104,7 +114,6 @@ def rebuild_torn_state(directory: str) -> None:
     lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
     lines += [f"all_model_checkpoint_timestamps: {now}" for _ in names]
     lines += [f"last_preserved_timestamp: {now - 1}"]
-    state_file = os.path.join(directory, STATE_FILE)
     with tf.io.gfile.GFile(state_file + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     tf.io.gfile.rename(state_file + ".tmp", state_file, overwrite=True)
@@ -123,7 +132,7 @@ def checkpoint_manager(
     step_counter: tf.Variable | None = None,
 ) -> tf.train.CheckpointManager:
     """A `tf.train.CheckpointManager` of `ckpt-<N>` in `directory`, whose state file is
-    rebuilt first if torn (see `rebuild_torn_state`)."""
+    rebuilt first if torn or missing (see `rebuild_torn_state`)."""
     rebuild_torn_state(directory)
     return tf.train.CheckpointManager(
         checkpoint,

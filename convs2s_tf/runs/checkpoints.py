@@ -8,8 +8,21 @@ import re
 from typing import Any
 
 import tensorflow as tf
+from absl import logging as absl_logging
 
 STATE_FILE = "checkpoint"
+
+# What a save cut short leaves (TensorFlow 2.21): `Checkpoint.write` writes the shards of
+# `ckpt-N` into `ckpt-N_temp/`, then moves their data to `ckpt-N.data-*`, writes
+# `ckpt-N.index` in place (not atomically) and deletes `ckpt-N_temp/`; a
+# `CheckpointManager` then writes its state file to `checkpoint.tmp<hex>` and renames it.
+# So while `ckpt-N_temp/` exists, the files of `ckpt-N` may be torn, and no state file
+# named the new `ckpt-N` yet.
+TEMP_SUFFIX = "_temp"
+_STATE_TEMP_PREFIX = STATE_FILE + ".tmp"
+# The leftovers warned about already: one warning each per process, however many readers
+# list their directory.
+_warned_leftovers: set[str] = set()
 
 # What reading a checkpoint's files raises when they are missing, truncated or garbled
 # (TensorFlow's reader turns OUT_OF_RANGE, "Read less bytes than requested", into an
@@ -41,6 +54,50 @@ class UnreadableCheckpointError(CheckpointError):
         self.subject = subject or f"Checkpoint {path}"
 
 
+def checkpoint_file_names(directory: str) -> list[str]:
+    """The names of `directory`'s entries but what an interrupted save left there.
+
+    Left out, with one warning each per process: a `ckpt-N_temp/` folder with the files
+    of `ckpt-N` (torn, perhaps, and named by no state file unless an older `ckpt-N` was
+    being replaced), and a `checkpoint.tmp*` file. Such leftovers can be deleted.
+
+    Args:
+        directory: A checkpoint directory (it need not exist).
+
+    Returns:
+        Entry names (folders without their trailing `/`), sorted.
+    """
+    if not tf.io.gfile.isdir(directory):
+        return []
+    names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(directory))
+    interrupted = {name[: -len(TEMP_SUFFIX)] for name in names if name.endswith(TEMP_SUFFIX)}
+    leftovers: dict[str, list[str]] = {}
+    kept = []
+    for name in names:
+        if name.endswith(TEMP_SUFFIX) or name.startswith(_STATE_TEMP_PREFIX):
+            leftovers.setdefault(name, [])
+        elif "." in name and name.split(".", 1)[0] in interrupted:
+            leftovers.setdefault(name.split(".", 1)[0] + TEMP_SUFFIX, []).append(name)
+        else:
+            kept.append(name)
+    for name, files in leftovers.items():
+        _warn_leftover(os.path.join(directory, name), files)
+    return kept
+
+
+def _warn_leftover(path: str, files: list[str]) -> None:
+    """Warns, once per process, that the leftover `path` (and its `files`) is ignored."""
+    if path in _warned_leftovers:
+        return
+    _warned_leftovers.add(path)
+    also = f" (and {', '.join(files)} beside it)" if files else ""
+    absl_logging.warning(
+        "Ignoring %s%s: left by a checkpoint save that was interrupted; it can be deleted.",
+        path,
+        also,
+    )
+
+
 def has_checkpoint_files(directory: str) -> bool:
     """Whether `directory` holds anything that looks like a checkpoint.
 
@@ -48,12 +105,11 @@ def has_checkpoint_files(directory: str) -> bool:
         directory: A checkpoint directory (it need not exist).
 
     Returns:
-        True if it holds a `checkpoint` state file or a `ckpt-*` file.
+        True if it holds a `checkpoint` state file or a `ckpt-*` file, not counting
+        what an interrupted save left (see `checkpoint_file_names`).
     """
-    if not tf.io.gfile.isdir(directory):
-        return False
     return any(
-        name == STATE_FILE or name.startswith("ckpt-") for name in tf.io.gfile.listdir(directory)
+        name == STATE_FILE or name.startswith("ckpt-") for name in checkpoint_file_names(directory)
     )
 
 

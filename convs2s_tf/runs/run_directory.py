@@ -299,7 +299,7 @@ class RunDirectory:
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`.
 
-        (Each manager of this class first rebuilds a torn state file of its directory
+        (Each manager of this class first rebuilds a torn or missing state file of its directory
         from the checkpoint files, see `rebuild_torn_state`.)
         """
         return checkpoint_manager(

@@ -6,7 +6,22 @@ import shutil
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.runs.checkpoints import UnreadableCheckpointError, restore_checkpoint
+from convs2s_tf.runs.checkpoints import (
+    CheckpointError,
+    UnreadableCheckpointError,
+    restore_checkpoint,
+)
+
+# Where `TrainingState.best_valid_loss` is in a checkpoint written by `TrainingCheckpoints`.
+_BEST_LOSS_KEY = "state/best_valid_loss/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _best_valid_loss(path):
+    """The best validation loss recorded in the checkpoint `path`; None if it holds no
+    training state (the model alone: an imported or averaged run's)."""
+    if _BEST_LOSS_KEY not in dict(tf.train.list_variables(path)):
+        return None
+    return float(tf.train.load_variable(path, _BEST_LOSS_KEY))
 
 
 class TrainingCheckpoints:
@@ -71,14 +86,23 @@ class TrainingCheckpoints:
         """Saves a checkpoint of the current step, also as the best one if `best`, and
         the model as an epoch end if `epoch_end` (and epoch ends are kept).
 
+        The order keeps every kill survivable. The one in `checkpoints/` comes last: a
+        resumed run continues from it, so what its state records (a new best loss, a
+        closed epoch) is on disk before it; killed before its state file is renamed into
+        place, a run resumes from the previous one and redoes the epoch, whose saves
+        replace the same `ckpt-<step>` of `epoch_ends/` and `best/` (and `resume` takes
+        `best/`'s loss as the best). The epoch end comes first: a first save stopped
+        after `best/` resumes from there (`RunDirectory.resume_checkpoint`), past an
+        epoch that `epoch_ends/` must hold already.
+
         Returns:
             The path of the checkpoint in `checkpoints/`.
         """
-        path = self.manager.save(checkpoint_number=self.state.step)
-        if best:
-            self.best_manager.save(checkpoint_number=self.state.step)
         if epoch_end and self.epoch_end_manager is not None:
             self.epoch_end_manager.save(checkpoint_number=self.state.step)
+        if best:
+            self.best_manager.save(checkpoint_number=self.state.step)
+        path = self.manager.save(checkpoint_number=self.state.step)
         if not self.is_chief:
             shutil.rmtree(self.write_directory.path, ignore_errors=True)
         return path
@@ -90,7 +114,8 @@ class TrainingCheckpoints:
         read (its files are missing, truncated or garbled, or the `checkpoint` state file
         naming it is), the newest readable one of `RunDirectory.resume_candidates` is
         restored instead, with one warning naming both. A checkpoint of another model is
-        an error, never skipped.
+        an error, never skipped. The state's best validation loss is then that of
+        `best/`'s model (see `_take_best_loss_of_best_checkpoint`).
 
         Returns:
             The restored checkpoint's path, or None for a fresh start.
@@ -107,6 +132,7 @@ class TrainingCheckpoints:
             self.restore(path)
         except UnreadableCheckpointError as error:
             path = self._restore_fallback(error)
+        self._take_best_loss_of_best_checkpoint(path)
         self.optimizer.learning_rate.assign(self.state.learning_rate)
         message = (
             f"Resumed from {path}: step {int(self.state.step.numpy())}, epoch "
@@ -119,6 +145,44 @@ class TrainingCheckpoints:
             print(message, flush=True)
         logging.info(message)
         return path
+
+    def _take_best_loss_of_best_checkpoint(self, restored: str) -> None:
+        """Sets the state's best validation loss to that of the model in `best/`.
+
+        They differ after a kill between the save of `best/` and that of `checkpoints/`
+        (the state is then older), after a fallback to an older checkpoint, or in a run
+        whose saves were once ordered the other way (the state newer, `best/` stale).
+        Either way `best/` is what the run tests and exports: a later epoch must beat
+        its loss to replace it, and with no `best/` at all the next validation writes one.
+
+        Args:
+            restored: The checkpoint just restored.
+        """
+        recorded = float(self.state.best_valid_loss.numpy())
+        try:
+            best = self.run_directory.best_checkpoint()
+            if best is not None and os.path.normpath(best) == os.path.normpath(restored):
+                return
+            loss = float("inf") if best is None else _best_valid_loss(best)
+        except (CheckpointError, tf.errors.OpError, IndexError, ValueError) as error:
+            logging.warning("Cannot read the best validation loss of best/ (%s).", error)
+            return
+        if loss is None or loss == recorded:
+            return
+        if best is None:
+            held, then = "no checkpoint", "the next validation writes one"
+        else:
+            held, then = f"{best}, of validation loss {loss:g}", "a better model replaces it"
+        logging.warning(
+            "%s holds %s, but the resumed state records a best validation loss of %g (a save "
+            "was interrupted): the state now records %g, and %s.",
+            self.run_directory.best_dir,
+            held,
+            recorded,
+            loss,
+            then,
+        )
+        self.state.best_valid_loss.assign(loss)
 
     def _restore_fallback(self, failure: UnreadableCheckpointError) -> str:
         """Restores the newest readable checkpoint but the unreadable `failure.path`.

@@ -1,5 +1,7 @@
 """Tests of the checkpoint helpers: finding, inspecting and restoring checkpoints."""
 
+import logging
+
 import pytest
 import tensorflow as tf
 from helpers.models import small_model_config
@@ -12,6 +14,7 @@ from convs2s_tf.runs import (
     latest_checkpoint,
     restore_checkpoint,
 )
+from convs2s_tf.runs.checkpoint_directory import checkpoint_manager, checkpoints_by_step
 
 
 def test_checkpoint_files_latest_checkpoint_and_contents(tmp_path):
@@ -41,3 +44,49 @@ def test_restore_names_the_checkpoint_that_cannot_be_used(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         restore_checkpoint(tf.train.Checkpoint(model=other), str(tmp_path / "ckpt-9"))
     restore_checkpoint(tf.train.Checkpoint(model=build_model(config)), path)
+
+
+def test_what_an_interrupted_save_left_is_ignored_with_one_warning(tmp_path, caplog):
+    directory = tmp_path / "best"
+    model = build_model(small_model_config(24, width=8, blocks=1, max_positions=16))
+    # A first save cut in TensorFlow's merge: shards in ckpt-3_temp/, the data moved, the
+    # index torn; then the state file of another save cut before its rename.
+    (directory / "ckpt-3_temp").mkdir(parents=True)
+    (directory / "ckpt-3_temp" / "part-00000-of-00001.index").write_bytes(b"index")
+    (directory / "ckpt-3.data-00000-of-00001").write_bytes(b"data")
+    (directory / "ckpt-3.index").write_bytes(b"ind")
+    (directory / "checkpoint.tmp0123abcd").write_text('model_checkpoint_path: "ckpt-3"\n')
+    with caplog.at_level(logging.WARNING):
+        assert not has_checkpoint_files(str(directory))
+        assert latest_checkpoint(str(directory)) is None
+        assert checkpoints_by_step(str(directory)) == []
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), directory, 1)
+        path = manager.save(checkpoint_number=5)
+        assert latest_checkpoint(str(directory)) == path
+        assert checkpoints_by_step(str(directory)) == [path]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sorted(warnings) == [
+        f"Ignoring {directory / 'checkpoint.tmp0123abcd'}: left by a checkpoint save that was "
+        "interrupted; it can be deleted.",
+        f"Ignoring {directory / 'ckpt-3_temp'} (and ckpt-3.data-00000-of-00001, ckpt-3.index "
+        "beside it): left by a checkpoint save that was interrupted; it can be deleted.",
+    ]
+
+
+def test_a_missing_state_file_is_rebuilt_by_a_manager(tmp_path, caplog):
+    directory = str(tmp_path / "best")
+    model = build_model(small_model_config(24, width=8, blocks=1, max_positions=16))
+    checkpoint = tf.train.Checkpoint(model=model)
+    path = tf.train.CheckpointManager(checkpoint, directory, 1).save(checkpoint_number=3)
+    tf.io.gfile.remove(f"{directory}/checkpoint")  # the first save killed before its rename
+    with pytest.raises(CheckpointError, match="no 'checkpoint' state file"):
+        latest_checkpoint(directory)
+    with caplog.at_level(logging.WARNING):
+        manager = checkpoint_manager(checkpoint, directory, max_to_keep=1)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Checkpoint state file {directory}/checkpoint is unreadable (it is missing); rebuilt "
+        f"it from the checkpoint files, the latest {path}."
+    ]
+    assert latest_checkpoint(directory) == path
+    manager.save(checkpoint_number=4)  # and the manager replaces it as it should
+    assert not tf.io.gfile.exists(path + ".index")
