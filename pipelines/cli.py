@@ -32,6 +32,7 @@ def user_errors():
     raises for unusable files, runs and corpora (imported only once an exception
     propagates, so that a pipeline loads no module it does not use)."""
     from convs2s_tf.data.errors import (
+        CorruptShardError,
         DatasetUnavailableError,
         InvalidUtf8Error,
         LineCountMismatchError,
@@ -53,6 +54,7 @@ def user_errors():
         IsADirectoryError,
         PermissionError,
         CheckpointError,
+        CorruptShardError,
         DatasetUnavailableError,
         InvalidUtf8Error,
         LineCountMismatchError,

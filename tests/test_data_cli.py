@@ -93,11 +93,13 @@ def test_prepare_data_cli_end_to_end(small_corpus, tmp_path):
     first = run_prepare(*arguments)
     assert first.returncode == 0, first.stderr
     assert "prepared" in first.stdout and "train:" in first.stdout
-    summary = json.load(open(data_dir / "summary.json", encoding="utf-8"))
+    # The data directory points at the version folder holding the files.
+    version = data_dir / json.loads((data_dir / "fingerprint.json").read_text())["prepared"]
+    summary = json.load(open(version / "summary.json", encoding="utf-8"))
     assert summary["vocab_size"] == 500 and summary["dataset"] == "local"
     assert summary["splits"]["train"]["pairs_read"] == 2000
     for name in ("sentencepiece.model", "sentencepiece.vocab", "train.en", "test.de"):
-        assert (data_dir / name).is_file()
+        assert (version / name).is_file()
 
     second = run_prepare(*arguments)
     assert second.returncode == 0 and "up to date, nothing done" in second.stdout

@@ -111,7 +111,9 @@ def wait_until(condition, processes, timeout=300):
 
 
 def expected_indices(tmp_path):
-    summary = json.loads((tmp_path / "data" / "summary.json").read_text())
+    data_dir = tmp_path / "data"
+    version = json.loads((data_dir / "fingerprint.json").read_text())["prepared"]
+    summary = json.loads((data_dir / version / "summary.json").read_text())
     return list(range(summary["splits"]["train"]["pairs_kept"]))
 
 

@@ -5,7 +5,8 @@ import shutil
 import struct
 
 import pytest
-from helpers.corpora import write_local_corpus
+from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags, write_local_corpus
+from helpers.in_process import run_in_process
 
 from convs2s_tf.data import shard_writer
 from convs2s_tf.data.errors import CorruptShardError
@@ -121,3 +122,33 @@ def test_a_scratch_file_cut_short_is_refused(tmp_path):
         shard_writer._read_scratch(str(scratch))
     scratch.write_bytes(header.pack(3) + b"abc")
     assert shard_writer._read_scratch(str(scratch)) == [b"abc"]
+
+
+def test_training_on_a_corrupt_shard_stops_at_start_in_one_line(
+    small_corpus, small_prepared, tmp_path
+):
+    data_dir = tmp_path / "data"
+    shutil.copytree(small_prepared.data.data_dir, data_dir)  # A copy of the version.
+    shard = PreparedData.load(str(data_dir)).shard_paths("train")[0]
+    with open(shard, "r+b") as file:
+        file.seek(100)
+        byte = file.read(1)
+        file.seek(100)
+        file.write(bytes([byte[0] ^ 0x01]))
+    result = run_in_process(
+        [
+            "-m",
+            "pipelines.train",
+            *local_corpus_flags(small_corpus),
+            *TINY_MODEL_FLAGS,
+            f"--data_dir={data_dir}",
+            f"--model_dir={tmp_path / 'run'}",
+            "--progress_bar=false",
+            "--test_beam_size=0",
+        ],
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    (line,) = [line for line in result.stderr.splitlines() if shard in line]
+    assert f"--data_dir={data_dir} --force_prepare" in line
+    assert "Traceback" not in result.stderr and not (tmp_path / "run" / "checkpoints").exists()
