@@ -299,8 +299,8 @@ class RunDirectory:
     ) -> tf.train.CheckpointManager:
         """A `tf.train.CheckpointManager` writing `checkpoints/ckpt-<step>`.
 
-        (Each manager of this class first rebuilds a torn or missing state file of its directory
-        from the checkpoint files, see `rebuild_torn_state`.)
+        (Each manager of this class first rebuilds a torn or missing state file of its
+        directory from the checkpoint files, see `rebuild_torn_state`.)
         """
         return checkpoint_manager(
             checkpoint, self.checkpoints_dir, max_to_keep=max_to_keep, step_counter=step_counter
