@@ -59,7 +59,8 @@ def checkpoint_file_names(directory: str) -> list[str]:
 
     Left out, with one warning each per process: a `ckpt-N_temp/` folder with the files
     of `ckpt-N` (torn, perhaps, and named by no state file unless an older `ckpt-N` was
-    being replaced), and a `checkpoint.tmp*` file. Such leftovers can be deleted.
+    being replaced), and a `checkpoint.tmp*` file. (A save under way in another process
+    looks the same: readers skip its files as they should.)
 
     Args:
         directory: A checkpoint directory (it need not exist).
@@ -92,7 +93,8 @@ def _warn_leftover(path: str, files: list[str]) -> None:
     _warned_leftovers.add(path)
     also = f" (and {', '.join(files)} beside it)" if files else ""
     absl_logging.warning(
-        "Ignoring %s%s: left by a checkpoint save that was interrupted; it can be deleted.",
+        "Ignoring %s%s: left by a checkpoint save that was interrupted (or is under way); "
+        "once no run writes there, it can be deleted.",
         path,
         also,
     )

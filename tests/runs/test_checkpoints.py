@@ -46,6 +46,12 @@ def test_restore_names_the_checkpoint_that_cannot_be_used(tmp_path):
     restore_checkpoint(tf.train.Checkpoint(model=build_model(config)), path)
 
 
+LEFT_BY_A_SAVE = (
+    ": left by a checkpoint save that was interrupted (or is under way); once no run writes "
+    "there, it can be deleted."
+)
+
+
 def test_what_an_interrupted_save_left_is_ignored_with_one_warning(tmp_path, caplog):
     directory = tmp_path / "best"
     model = build_model(small_model_config(24, width=8, blocks=1, max_positions=16))
@@ -66,10 +72,9 @@ def test_what_an_interrupted_save_left_is_ignored_with_one_warning(tmp_path, cap
         assert checkpoints_by_step(str(directory)) == [path]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sorted(warnings) == [
-        f"Ignoring {directory / 'checkpoint.tmp0123abcd'}: left by a checkpoint save that was "
-        "interrupted; it can be deleted.",
+        f"Ignoring {directory / 'checkpoint.tmp0123abcd'}{LEFT_BY_A_SAVE}",
         f"Ignoring {directory / 'ckpt-3_temp'} (and ckpt-3.data-00000-of-00001, ckpt-3.index "
-        "beside it): left by a checkpoint save that was interrupted; it can be deleted.",
+        f"beside it){LEFT_BY_A_SAVE}",
     ]
 
 
