@@ -107,14 +107,14 @@ def test_stopped_at_any_point_of_a_save_the_run_resumes(tmp_path, caplog, epoch,
 
 
 # The points the issue names, in `checkpoints/` (latest) and `best/`, at the save of the
-# run's lowest loss, and the first save cut in `best/` (the run could never restart).
-# Each is a TensorFlow process of 5 s or more: the slow tier runs them.
+# run's lowest loss ("after best" is "before checkpoints"), and the first save cut in
+# `best/` (the run could never restart). Each is a TensorFlow process of 5 s or more: the
+# slow tier runs them.
 _SIGKILLED = [(1, "merging_best")] + [
     (2, point)
     for point in (
         "before_best",
         "during_best",
-        "after_best",
         "before_checkpoints",
         "during_checkpoints",
         "after_checkpoints",
