@@ -3,9 +3,10 @@
     python -m pipelines.prepare_data --flagfile=configs/multi30k_en_de.cfg \
         [--data_dir=data/multi30k_en_de]
 
-Writes into --data_dir (see convs2s_tf.data.prepare); a re-run with the same corpus and
-flags does nothing. Prints the summary's headline figures; the full summary is
-DATA_DIR/summary.json.
+Writes a version folder into --data_dir, published whole (see convs2s_tf.data.prepare);
+a re-run with the same corpus and flags does nothing. Prints the summary's headline
+figures; the full summary is summary.json in the version folder that
+DATA_DIR/fingerprint.json names.
 """
 
 from absl import app
