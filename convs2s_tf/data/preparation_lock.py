@@ -37,11 +37,8 @@ publishing the prepared data atomically (`publication`); `PreparationLock.still_
 tells a holder whether it lost the lock.
 """
 
-import dataclasses
 import json
 import os
-import re
-import socket
 import threading
 import time
 import uuid
@@ -51,143 +48,28 @@ from typing import Any, TypeVar
 
 from absl import logging
 
+from convs2s_tf.data.lock_files import (
+    Holder,
+    create_exclusively,
+    process_exists,
+    read_holder,
+    remove_file,
+    this_process,
+)
+
 __all__ = ["LOCK_FILE", "PreparationLock", "prepare_once"]
 
 LOCK_FILE = "prepare.lock"
 _BREAK_PREFIX = LOCK_FILE + ".break."
 _STALE_PREFIX = LOCK_FILE + ".stale."
 _PROBE_PREFIX = LOCK_FILE + ".probe."
-_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 # How many times a preparer whose lock was taken over (and whose preparation then
 # failed) waits for the new holder before giving up.
 _ATTEMPTS_AFTER_TAKE_OVER = 3
 
 T = TypeVar("T")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Holder:
-    """What a lock file says about its holder, and when it was last touched.
-
-    Attributes:
-        instance: Identifies this one lock file: its token, or its inode if the file is
-            not (yet, or not wholly) written.
-        host, pid, pid_namespace: Where the holder runs ("?", 0, "" if unknown).
-        boot_id: Its machine's boot id ("" if unknown: older lock files, not Linux).
-        mtime: Time of the last heartbeat (the file's mtime).
-        mtime_ns: The same, in nanoseconds (compared exactly).
-    """
-
-    instance: str
-    host: str
-    pid: int
-    pid_namespace: str
-    boot_id: str
-    mtime: float
-    mtime_ns: int
-
-    def describe(self, now: float) -> str:
-        return f"{self.host} pid {self.pid} (heartbeat {now - self.mtime:.1f} s ago)"
-
-
-def _read_holder(path: str) -> _Holder | None:
-    """The holder of the lock file `path`, or None if there is no such file."""
-    try:
-        # Opening the file (not only stat-ing its path) makes an NFS client revalidate
-        # its cached attributes, so that the mtime is the server's current one.
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            content = file.read()
-    except FileNotFoundError:
-        return None
-    try:
-        fields = json.loads(content)
-    except ValueError:  # Being written, or cut short by a crash.
-        fields = None
-    if not isinstance(fields, dict):
-        fields = {}
-    token, pid = fields.get("token"), fields.get("pid")
-    return _Holder(
-        instance=(
-            token
-            if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{32}", token)
-            else f"inode-{status.st_ino}"
-        ),
-        host=str(fields.get("host", "?")),
-        pid=pid if isinstance(pid, int) else 0,
-        pid_namespace=str(fields.get("pid_namespace", "")),
-        boot_id=str(fields.get("boot_id", "")),
-        mtime=status.st_mtime,
-        mtime_ns=status.st_mtime_ns,
-    )
-
-
-def _pid_namespace() -> str:
-    """This process's PID namespace ("pid:[4026531836]" on Linux; "" elsewhere).
-
-    Containers on one host may share a hostname; their pids are only comparable within
-    one namespace.
-    """
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def _boot_id() -> str:
-    """This machine's boot id (Linux; "" elsewhere): unlike the hostname, it tells
-    machines apart, and it changes when one reboots (so old pids mean nothing)."""
-    try:
-        with open(_BOOT_ID_FILE, encoding="ascii") as file:
-            return file.read().strip()
-    except OSError:
-        return ""
-
-
-def _this_process() -> dict[str, Any]:
-    """Where this process runs, as a lock file records it: `host`, `boot_id`,
-    `pid_namespace` and `pid`."""
-    return {
-        "host": socket.gethostname(),
-        "boot_id": _boot_id(),
-        "pid_namespace": _pid_namespace(),
-        "pid": os.getpid(),
-    }
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: it exists, under another user.
-        return True
-    return True
-
-
-def _create_exclusively(path: str, content: bytes = b"") -> bool:
-    """Creates `path` holding `content`; returns False if it exists already."""
-    try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        return False
-    try:
-        try:
-            os.write(descriptor, content)
-        finally:
-            os.close(descriptor)
-    except BaseException:
-        _remove(path)
-        raise
-    return True
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
 
 
 class PreparationLock:
@@ -249,7 +131,7 @@ class PreparationLock:
         self._poll_seconds = poll_seconds
         self._clock = clock
         self._sleep = sleep
-        process = _this_process()
+        process = this_process()
         self._host: str = process["host"]
         self._boot_id: str = process["boot_id"]
         self._pid_namespace: str = process["pid_namespace"]
@@ -283,7 +165,7 @@ class PreparationLock:
         while True:
             if self._create():
                 return True
-            holder = _read_holder(self.path)
+            holder = read_holder(self.path)
             if holder is None:  # Released meanwhile.
                 continue
             now = self._clock()
@@ -309,7 +191,7 @@ class PreparationLock:
         if self._token is None:
             return False
         try:
-            holder = _read_holder(self.path)
+            holder = read_holder(self.path)
         except OSError:
             return True  # Unknown; the heartbeat judges again.
         return holder is not None and holder.instance == self._token
@@ -329,17 +211,17 @@ class PreparationLock:
             self._heartbeat.join()
             self._heartbeat = None
         claim = os.path.join(self.data_dir, _BREAK_PREFIX + token)
-        if not _create_exclusively(claim):
+        if not create_exclusively(claim):
             logging.warning("%s is being taken over while this process releases it.", self.path)
             return
         try:
-            holder = _read_holder(self.path)
+            holder = read_holder(self.path)
             if holder is not None and holder.instance == token:
-                _remove(self.path)
+                remove_file(self.path)
             else:
                 logging.warning("%s was taken over while held by this process.", self.path)
         finally:
-            _remove(claim)
+            remove_file(claim)
 
     def __enter__(self) -> "PreparationLock":
         self.acquire()
@@ -364,7 +246,7 @@ class PreparationLock:
             "token": token,
             "started": self._clock(),
         }
-        if not _create_exclusively(self.path, json.dumps(fields).encode("utf-8")):
+        if not create_exclusively(self.path, json.dumps(fields).encode("utf-8")):
             return False
         self._token = token
         self._stop_heartbeat = threading.Event()
@@ -383,7 +265,7 @@ class PreparationLock:
         """
         while not self._stop_heartbeat.wait(self._heartbeat_seconds):
             try:
-                holder = _read_holder(self.path)
+                holder = read_holder(self.path)
                 if holder is None or holder.instance != token:
                     logging.error(
                         "%s was taken over while held by this process (heartbeats late by "
@@ -397,7 +279,7 @@ class PreparationLock:
             except OSError as error:  # Retried at the next beat.
                 logging.warning("Heartbeat of %s failed: %s", self.path, error)
 
-    def _same_machine(self, holder: _Holder) -> bool:
+    def _same_machine(self, holder: Holder) -> bool:
         """Whether `holder` runs on this machine and PID namespace (its pid is ours to
         check). Without a boot id on either side, nothing says so."""
         return bool(self._boot_id) and (
@@ -406,9 +288,9 @@ class PreparationLock:
             holder.pid_namespace,
         ) == (self._host, self._boot_id, self._pid_namespace)
 
-    def _stale_reason(self, holder: _Holder, unchanged_for: float) -> str | None:
+    def _stale_reason(self, holder: Holder, unchanged_for: float) -> str | None:
         """Why `holder`'s lock is stale, or None if it is not."""
-        if self._same_machine(holder) and holder.pid > 0 and not _process_exists(holder.pid):
+        if self._same_machine(holder) and holder.pid > 0 and not process_exists(holder.pid):
             return "its process is gone"
         silence = unchanged_for
         server_now = self._server_time()
@@ -429,11 +311,11 @@ class PreparationLock:
                 return os.fstat(descriptor).st_mtime
             finally:
                 os.close(descriptor)
-                _remove(probe)
+                remove_file(probe)
         except OSError:
             return None
 
-    def _take_over(self, holder: _Holder, reason: str, now: float) -> bool:
+    def _take_over(self, holder: Holder, reason: str, now: float) -> bool:
         """Removes `holder`'s stale lock file unless another contender is doing so.
 
         Returns:
@@ -441,11 +323,11 @@ class PreparationLock:
             another contender is taking it over (wait).
         """
         claim = os.path.join(self.data_dir, _BREAK_PREFIX + holder.instance)
-        if not _create_exclusively(claim):
+        if not create_exclusively(claim):
             self._remove_if_stale(claim)  # Its contender died before removing it.
             return False
         try:
-            current = _read_holder(self.path)
+            current = read_holder(self.path)
             if current is None or (current.instance, current.mtime_ns) != (
                 holder.instance,
                 holder.mtime_ns,
@@ -456,7 +338,7 @@ class PreparationLock:
                 os.rename(self.path, moved)
             except FileNotFoundError:
                 return True
-            removed = _read_holder(moved)
+            removed = read_holder(moved)
             if removed is not None and removed.instance != holder.instance:
                 # Replaced between the check and the rename: its holder was alive after
                 # all and released it, or another claimant stalled for stale_seconds.
@@ -477,10 +359,10 @@ class PreparationLock:
                     holder.describe(now),
                     reason,
                 )
-            _remove(moved)
+            remove_file(moved)
             return True
         finally:
-            _remove(claim)
+            remove_file(claim)
 
     def _remove_if_stale(self, path: str) -> None:
         try:
@@ -488,7 +370,7 @@ class PreparationLock:
         except FileNotFoundError:
             return
         if age > self._stale_seconds:
-            _remove(path)
+            remove_file(path)
 
     def _remove_leftovers(self) -> None:
         """Removes the stale claim and renamed files of contenders that died midway."""

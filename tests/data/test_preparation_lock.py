@@ -298,7 +298,7 @@ def test_release_during_take_over_leaves_one_holder(data_dir, monkeypatch, caplo
 
 
 def test_heartbeat_survives_transient_errors(data_dir, monkeypatch, caplog):
-    read_holder = preparation_lock._read_holder
+    read_holder = preparation_lock.read_holder
     failures = []
 
     def fail_once_in_the_heartbeat(path):
@@ -307,7 +307,7 @@ def test_heartbeat_survives_transient_errors(data_dir, monkeypatch, caplog):
             raise OSError(116, "Stale file handle")  # ESTALE, as NFS reports it.
         return read_holder(path)
 
-    monkeypatch.setattr(preparation_lock, "_read_holder", fail_once_in_the_heartbeat)
+    monkeypatch.setattr(preparation_lock, "read_holder", fail_once_in_the_heartbeat)
     path = os.path.join(data_dir, LOCK_FILE)
     with PreparationLock(data_dir, heartbeat_seconds=0.02, stale_seconds=5.0) as lock:
         deadline = time.time() + 5

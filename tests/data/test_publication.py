@@ -156,7 +156,7 @@ def test_two_machines_with_one_hostname_do_not_take_each_other_over(
 ):
     config = tiny_config(tiny_corpus, tmp_path / "data")
     lock_file = os.path.join(config.data_dir, LOCK_FILE)
-    this_process = preparation_lock._this_process
+    this_process = preparation_lock.this_process
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
 
@@ -167,7 +167,7 @@ def test_two_machines_with_one_hostname_do_not_take_each_other_over(
         name = threading.current_thread().name
         return {**identity, "boot_id": f"machine-{name}", "pid": gone.pid}
 
-    monkeypatch.setattr(preparation_lock, "_this_process", machine_of_the_thread)
+    monkeypatch.setattr(preparation_lock, "this_process", machine_of_the_thread)
 
     def wait_then_prepare():
         wait_for(lambda: os.path.exists(lock_file))
