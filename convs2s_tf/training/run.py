@@ -65,6 +65,48 @@ def run_training(
     Returns:
         A dict with the training result and, if `test_beam_size`, the test scores.
     """
+    # Outside the training loop (whose own watch turns SIGTERM into a vote), a SIGTERM
+    # stops at once: nothing there writes a checkpoint, and a re-run redoes the rest.
+    trainer = None
+    try:
+        with PreemptionWatch(raises=True):
+            trainer, prepared, training_data, valid = _trainer(
+                data_dir,
+                model_dir,
+                model_config,
+                training_config,
+                train_dataset_kwargs,
+                eval_dataset_kwargs,
+                strategy or create_strategy(strategy_name),
+                hparams,
+            )
+            trainer.time_limit = WallClockLimit(
+                max_train_minutes, final_minutes=anneal_final_minutes
+            )
+            result = trainer.train(training_data, valid)
+            if result["stop_reason"] == PREEMPTED or not trainer.is_chief:
+                return result
+            if trainer.preemption.requested:
+                # A SIGTERM during the last epoch end's save: the run is saved.
+                raise Preempted("SIGTERM")
+            return _finish(model_dir, prepared, training_config, test_beam_size, result)
+    except Preempted:
+        step = int(trainer.state.step.numpy()) if trainer is not None else 0
+        return {"step": step, "stop_reason": PREEMPTED}
+
+
+def _trainer(
+    data_dir,
+    model_dir,
+    model_config,
+    training_config,
+    train_dataset_kwargs,
+    eval_dataset_kwargs,
+    strategy,
+    hparams,
+):
+    """Returns (the run's `Trainer`, its run config written; its `PreparedData`; its
+    `TrainingData`; its validation dataset)."""
     prepared = PreparedData.load(data_dir)
     tokenizer = Tokenizer(prepared.sentencepiece_model_path)
     if tokenizer.vocab_size != model_config["source_vocab_size"]:
@@ -72,7 +114,6 @@ def run_training(
             f"The model expects {model_config['source_vocab_size']} tokens but the "
             f"SentencePiece model in {data_dir} has {tokenizer.vocab_size}."
         )
-    strategy = strategy or create_strategy(strategy_name)
     training_data = TrainingData(
         prepared.shard_paths("train"), prepared.length_index("train"), **train_dataset_kwargs
     )
@@ -100,22 +141,12 @@ def run_training(
             "vocabulary_sha256": file_sha256(prepared.sentencepiece_model_path),
         }
     )
-    trainer.time_limit = WallClockLimit(max_train_minutes, final_minutes=anneal_final_minutes)
     logging.info(
         "%d steps an epoch on %s",
         training_data.steps_per_epoch(trainer.placement),
         trainer.placement,
     )
-    result = trainer.train(training_data, valid)
-    if result["stop_reason"] == PREEMPTED or not trainer.is_chief:
-        return result
-    try:
-        # A SIGTERM from here on (or one that came during the last epoch end's save)
-        # stops at once: what is left is the chief's alone, and a re-run redoes it.
-        with PreemptionWatch(raises=True, requested=trainer.preemption.requested):
-            return _finish(model_dir, prepared, training_config, test_beam_size, result)
-    except Preempted:
-        return {**result, "stop_reason": PREEMPTED}
+    return trainer, prepared, training_data, valid
 
 
 def _finish(model_dir, prepared, training_config, test_beam_size, result):
