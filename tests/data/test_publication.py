@@ -180,7 +180,6 @@ def test_two_machines_with_one_hostname_do_not_take_each_other_over(
     assert_one_complete_version(config.data_dir)
 
 
-@pytest.mark.slow  # two preparations, one in a subprocess, and a stale timeout: ~5 s
 def test_holder_stopped_past_the_stale_timeout_then_resumed(tiny_corpus, tmp_path):
     config = tiny_config(tiny_corpus, tmp_path / "data")
     fields = {key: getattr(config, key) for key in ("data_dir", "dataset", "vocab_size")}
