@@ -63,7 +63,6 @@ LOCK_FILE = "prepare.lock"
 _BREAK_PREFIX = LOCK_FILE + ".break."
 _STALE_PREFIX = LOCK_FILE + ".stale."
 _PROBE_PREFIX = LOCK_FILE + ".probe."
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 # How many times a preparer whose lock was taken over (and whose preparation then
 # failed) waits for the new holder before giving up.
@@ -76,11 +75,11 @@ class PreparationLock:
     """Exclusive right to prepare `data_dir`, for processes on any host sharing it.
 
     `acquire` creates `DATA_DIR/prepare.lock`, holding the JSON fields `host`, `pid`,
-    `pid_namespace`, `boot_id`, `token` and `started`; the file's mtime is the heartbeat, renewed
-    by a daemon thread until `release` removes the file. While another process holds the
-    lock, `acquire` waits (logging once which holder it waits for), taking over a stale
-    lock (see the module docstring; one warning names its holder), and gives up as soon
-    as `is_done()` says that the data is ready.
+    `pid_namespace`, `boot_id`, `token` and `started`; the file's mtime is the
+    heartbeat, renewed by a daemon thread until `release` removes the file. While another
+    process holds the lock, `acquire` waits (logging once which holder it waits for),
+    taking over a stale lock (see the module docstring; one warning names its holder),
+    and gives up as soon as `is_done()` says that the data is ready.
 
     Args:
         data_dir: The data directory (created if missing).
@@ -88,7 +87,8 @@ class PreparationLock:
             without the lock.
         stale_seconds: A lock whose heartbeat is older than this is taken over. It must
             exceed `heartbeat_seconds` plus the filesystem's attribute caching (NFS:
-            `acregmax`, 60 s by default) plus the clock skew between hosts.
+            `acregmax`, 60 s by default); clock skew between hosts does not count, since
+            heartbeats are aged by the file server's clock.
         heartbeat_seconds: Period of the holder's heartbeat.
         poll_seconds: Period of the waiter's checks.
         clock: Returns the time in seconds since the epoch (tests pass a fake one): how
