@@ -2,6 +2,7 @@
 paused holder, skewed clocks and look-alike hosts all leave one complete version."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -106,7 +107,9 @@ def run_in_threads(*calls):
     return results
 
 
-def test_racing_preparers_without_the_lock_publish_one_version(tiny_corpus, tmp_path, monkeypatch):
+def test_racing_preparers_without_the_lock_publish_one_version(
+    tiny_corpus, tmp_path, monkeypatch, caplog
+):
     # The lock lets everyone in: correctness must not depend on it.
     def no_exclusion(self):
         self._token = uuid.uuid4().hex
@@ -120,8 +123,12 @@ def test_racing_preparers_without_the_lock_publish_one_version(tiny_corpus, tmp_
         start.wait()
         return prepare_data(config)
 
+    caplog.set_level(logging.INFO)
     results = run_in_threads(prepare, prepare)
     assert [result.reused for result in results] == [False, False]  # Both prepared.
+    # The second to finish lost the rename and discarded its copy: the first one's stays.
+    (lost,) = [r.getMessage() for r in caplog.records if "copy is discarded" in r.getMessage()]
+    assert "published by another preparer meanwhile" in lost
     data = assert_one_complete_version(config.data_dir)
     assert results[0].data == results[1].data == data
 
