@@ -34,7 +34,11 @@ import tensorflow as tf
 
 from convs2s_tf.decoding import Ensemble, SearchConfig
 from convs2s_tf.decoding.compiled_search import SearchBuckets, compiled_buckets
-from convs2s_tf.export.saved_model import default_model_name, write_next_version
+from convs2s_tf.export.saved_model import (
+    check_model_name,
+    default_model_name,
+    write_next_version,
+)
 from convs2s_tf.export.translation_module import (
     ATTENTION_SIGNATURE,
     IDS_SIGNATURE,
@@ -141,11 +145,13 @@ class Exporter(abc.ABC):
             The version directory written.
 
         Raises:
-            ValueError: This exporter needs an input that was not given.
+            ValueError: This exporter needs an input that was not given, or TF Serving
+                cannot serve a model of that name.
         """
+        model_name = model_name or default_model_name(export_dir)
+        check_model_name(model_name)  # before the module's tracing, which takes a while
         assets = self.extra_assets(vocabulary_files)
         module = self.build_module(model, tokenizer, search_config)
-        model_name = model_name or default_model_name(export_dir)
 
         def write(directory: str) -> None:
             tf.saved_model.save(module, directory, signatures=module.signatures())

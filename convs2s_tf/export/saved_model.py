@@ -5,15 +5,27 @@ atomically, and the server's model config and batching parameters beside them.
         1/  2/ ...                   versions (saved_model.pb, variables/, assets.extra/)
         models.config                tensorflow_model_server --model_config_file
         batching_parameters.txt      tensorflow_model_server --batching_parameters_file
+        .tmp-<random>/               an export being written (TF Serving ignores it)
+
+An export is written into its own `.tmp-<random>` directory, flushed to disk, then
+renamed to the first free version number; a rename onto a version another export took
+meanwhile fails, and the next number is tried. So concurrent exports get distinct
+versions and never touch each other's files, and a server or a reader sees a version
+only once it is complete. Object stores (gs://, s3://) have no atomic rename: there the
+files are copied into the version with `saved_model.pb` last, and two exports racing
+to one base may claim the same number (see docs/serving.md).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import uuid
 from collections.abc import Callable
 
 import tensorflow as tf
+from tensorflow_serving.config import model_server_config_pb2
 
 MODEL_CONFIG_FILE = "models.config"
 BATCHING_PARAMETERS_FILE = "batching_parameters.txt"
@@ -27,6 +39,12 @@ max_enqueued_batches { value: 100 }
 num_batch_threads { value: 2 }
 """
 _SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+STAGING_PREFIX = ".tmp-"
+# What a rename onto a version directory that exists raises (a non-empty directory, or a
+# file of that name).
+_TAKEN_ERRNOS = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
+# TF Serving's REST API takes the name as one path segment, `/v1/models/<name>:predict`.
+_UNSERVABLE_NAME = re.compile(r"[/:\x00-\x1f\x7f]")
 
 
 def _versions(base_path: str) -> list[int]:
@@ -80,21 +98,41 @@ def default_model_name(export_dir: str) -> str:
     return os.path.basename(os.path.normpath(export_dir))
 
 
+def check_model_name(model_name: str) -> None:
+    """Raises ValueError (one line) unless TF Serving can serve a model of this name.
+
+    The name is a path segment of TF Serving's REST API and of the base path in
+    `models.config` (`/models/<name>`), so it cannot be empty, `.` or `..`, nor hold `/`,
+    `:` or control characters. Anything else (spaces, quotes, backslashes, non-ASCII) is
+    escaped in `models.config`.
+    """
+    if model_name in ("", ".", "..") or _UNSERVABLE_NAME.search(model_name):
+        raise ValueError(
+            f"Model name {model_name!r} cannot be served by TF Serving: it must be a "
+            "non-empty path segment without '/', ':' or control characters (pass "
+            "`model_name`, or name the export directory so)."
+        )
+
+
+def model_config_text(model_name: str) -> str:
+    """`models.config` (protobuf text format, escaped by protobuf) serving `model_name`
+    from `/models/<model_name>`, where TF Serving's Docker image expects models."""
+    check_model_name(model_name)
+    config = model_server_config_pb2.ModelServerConfig()
+    model = config.model_config_list.config.add()
+    model.name = model_name
+    model.base_path = f"/models/{model_name}"
+    model.model_platform = "tensorflow"
+    return str(config)  # protobuf's text format, as TF Serving parses it
+
+
 def write_server_configs(export_dir: str, model_name: str) -> None:
-    """Writes `models.config` and `batching_parameters.txt` next to the versions."""
-    config = (
-        "model_config_list {\n"
-        "  config {\n"
-        f'    name: "{model_name}"\n'
-        f'    base_path: "/models/{model_name}"\n'
-        '    model_platform: "tensorflow"\n'
-        "  }\n"
-        "}\n"
+    """Writes `models.config` and `batching_parameters.txt` next to the versions, each
+    replaced whole (a server reading one never sees it half-written)."""
+    _write_file_atomically(
+        os.path.join(export_dir, MODEL_CONFIG_FILE), model_config_text(model_name)
     )
-    with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_CONFIG_FILE), "w") as f:
-        f.write(config)
-    with tf.io.gfile.GFile(os.path.join(export_dir, BATCHING_PARAMETERS_FILE), "w") as f:
-        f.write(BATCHING_PARAMETERS)
+    _write_file_atomically(os.path.join(export_dir, BATCHING_PARAMETERS_FILE), BATCHING_PARAMETERS)
 
 
 def write_next_version(
@@ -102,21 +140,133 @@ def write_next_version(
 ) -> str:
     """Writes the next version of `export_dir` atomically, then the server configs.
 
+    `write` fills a directory of its own (`.tmp-<random>` under `export_dir`); once it
+    returns, the directory is flushed to disk and renamed to the first free version
+    number. If `write` raises, its directory is removed and no version is written.
+
     Args:
         export_dir: The export base directory (created if missing).
-        write: `write(directory)` fills a new, empty version directory.
+        write: `write(directory)` fills a new directory, creating it.
         model_name: Name in `models.config` (default: `default_model_name(export_dir)`).
 
     Returns:
         The version directory written.
+
+    Raises:
+        ValueError: TF Serving cannot serve a model of that name (`check_model_name`),
+            or `write` wrote nothing.
     """
-    version_dir = os.path.join(export_dir, str(next_version(export_dir)))
-    # Written under a temporary name and renamed, so a server polling export_dir never
-    # sees a half-written version (and a failed export leaves no version behind).
-    temporary = version_dir + ".tmp"
-    if tf.io.gfile.exists(temporary):
-        tf.io.gfile.rmtree(temporary)
-    write(temporary)
-    tf.io.gfile.rename(temporary, version_dir)
-    write_server_configs(export_dir, model_name or default_model_name(export_dir))
+    model_name = model_name or default_model_name(export_dir)
+    check_model_name(model_name)
+    export_dir = _local_form(export_dir)
+    tf.io.gfile.makedirs(export_dir)
+    staging = os.path.join(export_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    try:
+        write(staging)
+        if not tf.io.gfile.isdir(staging) or not tf.io.gfile.listdir(staging):
+            raise ValueError(f"The export wrote nothing into {staging}.")
+        version_dir = claim_version(export_dir, staging)
+    except BaseException:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+        raise
+    write_server_configs(export_dir, model_name)
     return version_dir
+
+
+def claim_version(export_dir: str, staging: str) -> str:
+    """Makes the complete directory `staging` the first free version of `export_dir`.
+
+    Locally its files and directories are flushed to disk, then it is renamed; a rename
+    onto a number another export took meanwhile fails, and the next number is tried. On
+    other file systems its files are copied, `saved_model.pb` last, and then deleted.
+
+    Returns:
+        The version directory.
+    """
+    export_dir, staging = _local_form(export_dir), _local_form(staging)
+    if not _is_local(export_dir):
+        return _copy_to_next_version(export_dir, staging)
+    _sync_tree(staging)
+    version = next_version(export_dir)
+    while True:
+        version_dir = os.path.join(export_dir, str(version))
+        try:
+            os.rename(staging, version_dir)
+        except OSError as error:
+            if error.errno not in _TAKEN_ERRNOS:
+                raise
+            version = max(version + 1, next_version(export_dir))
+            continue
+        _sync_directory(export_dir)  # the rename itself
+        return version_dir
+
+
+def _copy_to_next_version(export_dir: str, staging: str) -> str:
+    """`claim_version` on a file system without atomic renames (an object store)."""
+    version_dir = os.path.join(export_dir, str(next_version(export_dir)))
+    files = [
+        os.path.join(root, name) for root, _, names in tf.io.gfile.walk(staging) for name in names
+    ]
+    # A reader that waits for saved_model.pb (latest_version_dir, pipelines.serve) finds
+    # every other file in place by then.
+    files.sort(key=lambda path: os.path.basename(path) in _SAVED_MODEL_FILES)
+    for path in files:
+        target = os.path.join(version_dir, os.path.relpath(path, staging))
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.copy(path, target)
+    tf.io.gfile.rmtree(staging)
+    return version_dir
+
+
+def _local_form(path: str) -> str:
+    """`path` without a `file://` scheme (so that os functions take a local path)."""
+    return path.removeprefix("file://")
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _sync_tree(directory: str) -> None:
+    """Flushes every file below `directory` to disk, then every directory, bottom-up (so
+    a crash after the rename cannot leave a version with lost or empty files)."""
+    for root, _, names in os.walk(directory, topdown=False):
+        for name in names:
+            _fsync(os.path.join(root, name), os.O_RDONLY)
+        _sync_directory(root)
+
+
+def _sync_directory(directory: str) -> None:
+    if os.name == "posix":  # other systems cannot open a directory to flush it
+        _fsync(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def _fsync(path: str, flags: int) -> None:
+    descriptor = os.open(path, flags)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _write_file_atomically(path: str, text: str) -> None:
+    """Writes `path` whole: locally into a temporary file, flushed, then renamed over it
+    (an object store publishes an object whole anyway)."""
+    path = _local_form(path)
+    if not _is_local(path):
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(text)
+        return
+    temporary = os.path.join(os.path.dirname(path), f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    _sync_directory(os.path.dirname(path))
