@@ -6,8 +6,10 @@ Prepares the data first if needed (a no-op when it is up to date; with several w
 on one filesystem, one prepares and the others wait), trains until the learning rate
 falls below --min_learning_rate (or --max_epochs/--max_steps/--max_train_minutes), then
 translates the test split with the best checkpoint and reports BLEU. Re-running the same
-command resumes from the last checkpoint. SIGTERM saves at the next step and exits with
-status 143, which a scheduler's restart turns into a resumed run. Watch it with
+command resumes from the last checkpoint, with the time budget left (a finished run
+trains nothing more). SIGTERM saves at the next step (or abandons validation or the test
+translation) and exits with status 143, which a scheduler's restart turns into a
+resumed run. Watch it with
 `tensorboard --logdir=MODEL_DIR`.
 """
 
