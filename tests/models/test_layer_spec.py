@@ -103,3 +103,25 @@ def test_largest_allowed_specs_parse():
     assert parse_layer_spec(format_layer_spec(widest)) == widest
     with pytest.raises(LayerSpecError, match=f"MAX_LAYERS={MAX_LAYERS}"):
         normalise_layer_spec([(8, 3)] * (MAX_LAYERS + 1))
+
+
+@pytest.mark.parametrize(
+    "encoder_layers, limit",
+    [
+        (" + ".join(["[(512,3)]*1000"] * 1000), f"MAX_LAYERS={MAX_LAYERS}"),
+        ("[(1000000000, 3)]", f"MAX_CHANNELS={MAX_CHANNELS}"),
+    ],
+    ids=["layers", "channels"],
+)
+def test_a_crafted_fairseq_checkpoint_is_refused_before_anything_is_built(encoder_layers, limit):
+    from convs2s_tf.interop.fairseq_checkpoint import FairseqImportError
+    from convs2s_tf.interop.fairseq_model import model_config
+
+    settings = {
+        "encoder_layers": encoder_layers,
+        "decoder_layers": "[(512, 3)]",
+        "decoder_attention": "True",
+    }
+    with pytest.raises(FairseqImportError, match="checkpoint's encoder_layers") as error:
+        model_config(settings, {}, 10, 10)
+    assert limit in str(error.value)
