@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
@@ -223,6 +224,47 @@ def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_pa
     weights = [np.load(tmp_path / f"weights_{index}.npz") for index in range(WORKERS)]
     for name in weights[0].files:
         np.testing.assert_array_equal(weights[0][name], weights[1][name])
+
+
+@pytest.mark.slow  # several worker processes
+def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch(tmp_path):
+    """Worker 1 gets SIGTERM while the chief validates 20 batches: its vote reaches the
+    chief between two batches, both stop, and the run is saved with the epoch's steps
+    done and its end (validation) still to come."""
+    from helpers.multi_worker_preemption import VALID_BATCHES
+
+    from convs2s_tf.training.trainer import PREEMPTED
+
+    ports = free_ports(WORKERS)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(WORKERS):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.helpers.multi_worker_preemption", str(tmp_path)],
+                cwd=ROOT,
+                env=subprocess_env(TF_CONFIG=tf_config),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = []
+    for status, stdout, stderr in finish(processes, timeout=300):
+        assert status == 0, stderr[-3000:]
+        outputs.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert [output["stop_reason"] for output in outputs] == [PREEMPTED, PREEMPTED]
+    assert [output["step"] for output in outputs] == [2, 2]
+    # The chief abandoned its validation within a batch of the vote (here at once: the
+    # vote came before its first batch).
+    assert outputs[0]["scored"] < 3 and outputs[1]["scored"] == 0
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / "checkpoints")))
+    state = {
+        name: int(reader.get_tensor(f"state/{name}/.ATTRIBUTES/VARIABLE_VALUE"))
+        for name in ("step", "epoch", "epoch_batches")
+    }
+    assert state == {"step": 2, "epoch": 0, "epoch_batches": 2}
 
 
 @pytest.mark.slow  # a process of its own (2 CPU replicas)

@@ -81,6 +81,22 @@ class Coordinator:
             return array
         return self._broadcast(tf.constant(array)).numpy()
 
+    def vote_round(self, chief_busy: bool, stop: bool) -> tuple[bool, bool]:
+        """One all-reduce while the chief works alone (validation) and the others wait:
+        whether the chief is still busy, and whether any worker was asked to stop.
+
+        The chief calls it between its batches and once more, not busy, at the end;
+        every other worker calls it until the chief is no longer busy, so the calls
+        pair up and a SIGTERM on any worker reaches the chief within one batch.
+        """
+        sums = self._sum(tf.constant([float(chief_busy), float(stop)], tf.float64)).numpy()
+        return bool(sums[0]), bool(sums[1])
+
+    @tf.function
+    def _sum(self, values):
+        per_replica = self.strategy.run(tf.identity, args=(values,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
     def disagreement(self, values: Any) -> tuple[np.ndarray, int]:
         """Compares every replica's `values` with the chief's (replica 0's) in one
         all-reduce.

@@ -465,6 +465,10 @@ class Trainer:
                 values[5] = float(self._chief_cooldown_due(complete))
             except Preempted:
                 values[6] = 1.0
+            if self.coordinator.multi_worker:
+                self.coordinator.vote_round(chief_busy=False, stop=self.preemption.requested)
+        else:
+            self._wait_for_chief_validation()
         values = self._from_chief(values)
         if values[6]:
             raise Preempted("SIGTERM during validation")
@@ -518,9 +522,16 @@ class Trainer:
         )
 
     def _stop_requested(self):
-        """Whether this worker was asked to stop (SIGTERM): checked between the batches of
-        validation, which only the chief runs."""
-        return self.preemption.requested
+        """Whether any worker was asked to stop (SIGTERM): checked between the batches of
+        validation, which only the chief runs (the others wait in `vote_round`s)."""
+        if not self.coordinator.multi_worker:
+            return self.preemption.requested
+        return self.coordinator.vote_round(chief_busy=True, stop=self.preemption.requested)[1]
+
+    def _wait_for_chief_validation(self):
+        """A worker's part of the chief's validation: votes between its batches."""
+        while self.coordinator.vote_round(chief_busy=False, stop=self.preemption.requested)[0]:
+            pass
 
     def _record_validation(self, results, anneal):
         """Keeps the best validation loss and NLL, and anneals if `anneal`; returns
