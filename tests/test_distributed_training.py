@@ -231,8 +231,6 @@ def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch
     """Worker 1 gets SIGTERM while the chief validates 20 batches: its vote reaches the
     chief between two batches, both stop, and the run is saved with the epoch's steps
     done and its end (validation) still to come."""
-    from helpers.multi_worker_preemption import VALID_BATCHES
-
     from convs2s_tf.training.trainer import PREEMPTED
 
     ports = free_ports(WORKERS)
