@@ -306,12 +306,20 @@ class Trainer:
                 self.summaries.hparams(self.hparams)
             self._time_expired = bool(self._from_chief(self._chief_time_expired(False))[0])
             stop_reason = self._should_stop()
-            if stop_reason is not None:
+            if stop_reason is not None and not self._epoch_end_pending():
                 return self._already_finished(stop_reason)
             last_valid, stop_reason = self._train_epochs(training_input, valid_dataset)
         logging.info("Training stopped: %s.", stop_reason)
         self.summaries.flush()
         return {**self._final_state(), "stop_reason": stop_reason, **last_valid}
+
+    def _epoch_end_pending(self):
+        """Whether the run stopped inside an epoch but a SIGTERM abandoned the epoch end
+        that stop makes (its validation and checkpoint): `_train_epochs` does it."""
+        state = self.state
+        return int(state.epoch_batches.numpy()) > 0 and int(state.epoch_end_step.numpy()) != int(
+            state.step.numpy()
+        )
 
     def _restored_position(self):
         """Where this worker resumes, as the workers compare it before the first update."""
@@ -356,24 +364,27 @@ class Trainer:
             self._build_steps(distributed.element_spec)
         iterator = iter(distributed)
         last_valid: dict[str, Any] = {}
-        stop_reason = None
-        while stop_reason is None:
+        # Set already when the run had stopped but a SIGTERM abandoned the epoch end of
+        # that stop (`_epoch_end_pending`): then that epoch end is all there is to do.
+        stop_reason = self._should_stop()
+        while True:
             epoch = int(self.state.epoch.numpy()) + 1
-            stop_reason = self._train_epoch(iterator, steps_per_epoch)
+            if stop_reason is None:
+                stop_reason = self._train_epoch(iterator, steps_per_epoch)
+            if stop_reason == PREEMPTED:
+                break
             try:
-                if stop_reason == PREEMPTED:
-                    break
                 # A stop inside the epoch: validate, log and checkpoint as at an epoch
                 # end (the epoch stays open, so a resumed run finishes it).
-                complete = stop_reason is None
-                last_valid = self._end_epoch(epoch, valid_dataset, complete=complete)
+                last_valid = self._end_epoch(epoch, valid_dataset, complete=stop_reason is None)
             except Preempted:
                 # SIGTERM during the epoch end: its steps are saved, its validation is
                 # not (the resumed run validates this epoch end again).
                 stop_reason = PREEMPTED
                 break
-            if stop_reason is None:
-                stop_reason = self._should_stop()
+            stop_reason = stop_reason or self._should_stop()
+            if stop_reason is not None:
+                break
         if stop_reason == PREEMPTED:
             self.save()
         return last_valid, stop_reason
@@ -504,6 +515,7 @@ class Trainer:
             self.state.epoch_batches.assign(0)
             self.clock.end_epoch(self._epoch_seconds)
         # A stop inside the epoch counts as an epoch end too: it is where the run ends.
+        self.state.epoch_end_step.assign(self.state.step)
         self.save(best=improved_loss, epoch_end=True)
         step = int(self.state.step.numpy())
         if self.is_chief:

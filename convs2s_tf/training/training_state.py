@@ -23,6 +23,9 @@ class TrainingState(tf.Module):
             (a time budget's forecast of the next one).
         cooled_down: Whether the cooldown before the time limit has shrunk the rate
             (it does so once per run).
+        epoch_end_step: The step of the last epoch end (validated and saved); -1 before
+            the first. A run that stopped while a SIGTERM abandoned its last epoch end
+            finishes that epoch end when started again.
     """
 
     def __init__(self, learning_rate: float) -> None:
@@ -43,6 +46,9 @@ class TrainingState(tf.Module):
         self.epoch_started_seconds = _seconds("epoch_started_seconds")
         self.epoch_seconds = _seconds("epoch_seconds")
         self.cooled_down = tf.Variable(False, trainable=False, name="cooled_down")
+        self.epoch_end_step = tf.Variable(
+            -1, dtype=tf.int64, trainable=False, name="epoch_end_step"
+        )
 
 
 def _seconds(name: str) -> tf.Variable:

@@ -63,3 +63,22 @@ def test_sigterm_during_validation_abandons_it_and_the_restart_validates_again(t
     result = _train(resumed)
     assert result["stop_reason"] == "reached max_epochs" and result["step"] == 4
     assert steps_before_validation == [2, 4] and len(scored) == 6
+
+
+@pytest.mark.slow  # two trainers
+def test_sigterm_during_the_validation_of_a_max_steps_stop_is_validated_by_the_restart(
+    tmp_path, capsys
+):
+    config = dict(CONFIG, max_steps=1)
+    trainer = make_trainer(tmp_path, **config)
+    _count_validation_batches(trainer, sigterm_at_batch=2)
+    assert _train(trainer)["stop_reason"] == PREEMPTED
+    # Started again, the run that reached max_steps still owes that stop's epoch end.
+    resumed = make_trainer(tmp_path, **config)
+    scored = _count_validation_batches(resumed)
+    result = _train(resumed)
+    assert result["stop_reason"] == "reached max_steps" and "valid_loss" in result
+    assert result["step"] == 1 and len(scored) == 3
+    assert float(resumed.state.best_valid_loss.numpy()) == pytest.approx(result["valid_loss"])
+    again = _train(make_trainer(tmp_path, **config))
+    assert again["already_finished"] and "Nothing to train" in capsys.readouterr().out
