@@ -70,7 +70,6 @@ def test_a_preempted_run_keeps_one_budget_and_cools_down_once(tmp_path, capsys):
     assert "Nothing to train: the run in" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # two trainers
 def test_a_run_that_reached_max_epochs_trains_no_more_when_started_again(tmp_path, capsys):
     config = dict(max_epochs=1, save_every_steps=0, valid_beam_size=0)
     batches = EpochBatches(lambda epoch, context: dataset(seed=epoch, batches=2, sentences=3))
