@@ -38,6 +38,7 @@ def user_errors():
         LineCountMismatchError,
     )
     from convs2s_tf.data.text_files import LineTooLongError
+    from convs2s_tf.export.saved_model import ModelNameError
     from convs2s_tf.interop.fairseq_dictionary import DictionaryError
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError
     from convs2s_tf.interop.vocabulary_tokenizer import VocabularyError
@@ -64,6 +65,7 @@ def user_errors():
         VocabularyError,
         ShortlistError,
         TrainingDivergedError,
+        ModelNameError,
     )
 
 

@@ -170,6 +170,10 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
                 f"--output_dir={tmp_path / 'imported'}",
             ),
         ): f"{missing}.pt does not exist.",
+        (
+            "export",
+            (with_config, f"--model_dir={tiny_run}", f"--export_dir={tmp_path}/a:b"),
+        ): "Model name 'a:b' cannot be served by TF Serving",
         ("serve", (with_config, f"--model_base_path={missing}", "--model_name=m")): str(missing),
         ("client", (with_config, "--model_name=m")): "Give sentences as arguments or on stdin.",
         ("translate", (f"--model_dir={tiny_run}", f"--input={missing}.txt")): f"--input file "

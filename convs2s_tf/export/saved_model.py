@@ -98,8 +98,12 @@ def default_model_name(export_dir: str) -> str:
     return os.path.basename(os.path.normpath(export_dir))
 
 
+class ModelNameError(ValueError):
+    """A model name TF Serving cannot serve (a user's mistake: one line)."""
+
+
 def check_model_name(model_name: str) -> None:
-    """Raises ValueError (one line) unless TF Serving can serve a model of this name.
+    """Raises ModelNameError (one line) unless TF Serving can serve a model of this name.
 
     The name is a path segment of TF Serving's REST API and of the base path in
     `models.config` (`/models/<name>`), so it cannot be empty, `.` or `..`, nor hold `/`,
@@ -107,7 +111,7 @@ def check_model_name(model_name: str) -> None:
     escaped in `models.config`.
     """
     if model_name in ("", ".", "..") or _UNSERVABLE_NAME.search(model_name):
-        raise ValueError(
+        raise ModelNameError(
             f"Model name {model_name!r} cannot be served by TF Serving: it must be a "
             "non-empty path segment without '/', ':' or control characters (pass "
             "`model_name`, or name the export directory so)."
