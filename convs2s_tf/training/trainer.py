@@ -1,86 +1,51 @@
-"""The training loop and its distributed steps."""
+"""The training loop: a run's epochs, their steps and their epoch ends, on every worker.
+
+What the loop builds on has its own module: the model and optimiser
+(`training_objects`), the step (`steps`), the chief's epoch end decisions
+(`epoch_end`), the workers' agreement outside the step (`worker_agreement`) and the
+limits that stop a run (`stop_reasons`).
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from convs2s_tf.data.pipeline.training import Placement
 from convs2s_tf.runs import RunDirectory
 from convs2s_tf.training.budget import TrainingClock, WallClockLimit
 from convs2s_tf.training.checkpointing import TrainingCheckpoints
-from convs2s_tf.training.coordination import (
-    Coordinator,
-    Preempted,
-    PreemptionWatch,
-    cluster_size,
-    fingerprint_number,
-)
-from convs2s_tf.training.cpu_features import bfloat16_warning
+from convs2s_tf.training.coordination import Coordinator, Preempted, PreemptionWatch
 from convs2s_tf.training.divergence import DivergenceGuard, TrainingDivergedError
-from convs2s_tf.training.loss_scaling import DynamicLossScale
-from convs2s_tf.training.optimizers import make_optimizer
-from convs2s_tf.training.plateau import (
-    PlateauSchedule,
-    anneal_learning_rate,
-    set_learning_rate,
+from convs2s_tf.training.epoch_end import (
+    ChiefDecisions,
+    TimeBudget,
+    cool_down,
+    epoch_summary,
+    record_validation,
 )
 from convs2s_tf.training.progress import EpochProgress
-from convs2s_tf.training.steps import TrainingSteps
+from convs2s_tf.training.stop_reasons import (
+    PREEMPTED,
+    epoch_end_pending,
+    limit_reached,
+    max_steps_reached,
+)
 from convs2s_tf.training.strategies import is_chief
 from convs2s_tf.training.summaries import SummaryLogger
-from convs2s_tf.training.training_state import TrainingState
+from convs2s_tf.training.training_input import TrainingInput, run_placement
+from convs2s_tf.training.training_objects import build_training_objects
 from convs2s_tf.training.validation import Validator
+from convs2s_tf.training.worker_agreement import ValidationVotes, check_workers_agree_on_start
 
 if TYPE_CHECKING:
     from convs2s_tf.data.tokenizer import Tokenizer
     from convs2s_tf.interop.vocabulary_tokenizer import VocabularyTokenizer
     from convs2s_tf.models import ConvS2S
     from convs2s_tf.training.config import TrainingConfig
-
-# The Keras precision policy of each `TrainingConfig.dtype`.
-_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
-
-
-# Why training stopped when a SIGTERM asked it to (the pipelines exit with
-# `coordination.PREEMPTED_EXIT_STATUS` then).
-PREEMPTED = "preempted (SIGTERM): saved, re-run the command to resume"
-
-
-def _placement(strategy: tf.distribute.Strategy) -> Placement:
-    """The run's shape: its workers and the replicas on each. (An epoch's step count is
-    the same on every worker, so the trainer's placement is worker 0's.)"""
-    num_workers = cluster_size(strategy)
-    return Placement(
-        num_workers=num_workers,
-        worker=0,
-        replicas_per_worker=strategy.num_replicas_in_sync // num_workers,
-    )
-
-
-class TrainingInput(Protocol):
-    """What `Trainer.train` reads: per-replica batches for the whole run
-    (`convs2s_tf.data.pipeline.TrainingData` is one)."""
-
-    def steps_per_epoch(self, placement: Placement) -> int:
-        """Steps of one epoch (the same on every worker)."""
-        ...
-
-    def dataset(
-        self,
-        input_context: tf.distribute.InputContext | None,
-        first_epoch: int = 1,
-        skip: int = 0,
-    ) -> tf.data.Dataset:
-        """This worker's batches from `first_epoch` on, past its first `skip`; each epoch
-        `steps_per_epoch * replicas_per_worker` batches long."""
-        ...
 
 
 class Trainer:
@@ -90,11 +55,11 @@ class Trainer:
     non-finite updates). One iterator reads the whole run; an epoch ends after the
     input's `steps_per_epoch` steps, where the chief validates and decides annealing,
     the best checkpoint, the time limit and the cooldown for every worker
-    (`Coordinator`). Only the chief writes checkpoints. Before the first update, the
-    workers check that all restored the same step and data (`data_fingerprint`),
-    and stop with one line if not. A SIGTERM on any worker stops
-    every worker after the same step, saved (`PREEMPTED`); on the chief during
-    validation, it abandons the pass (the resumed run validates that epoch end again).
+    (`ChiefDecisions`). Only the chief writes checkpoints. Before the first update, the
+    workers check that all restored the same step and data (`data_fingerprint`), and
+    stop with one line if not. A SIGTERM on any worker stops every worker after the same
+    step, saved (`PREEMPTED`); on the chief during validation, it abandons the pass (the
+    resumed run validates that epoch end again).
     The time budget (`time_limit`) counts the seconds of every process that trained the
     run (`TrainingState.train_seconds`), and its cooldown happens once per run.
 
@@ -124,10 +89,17 @@ class Trainer:
         self.model_dir = self.run_directory.path
         self.strategy = strategy
         self.is_chief = is_chief(strategy)
-        self.placement = _placement(strategy)
+        self.placement = run_placement(strategy)
         self.coordinator = Coordinator(strategy)
         self.preemption = PreemptionWatch()
-        self._build_model_and_optimizer(model_fn)
+        self.votes = ValidationVotes(self.coordinator, self.preemption)
+        objects = build_training_objects(model_fn, self.config, strategy, self.preemption.vote)
+        self.model = objects.model
+        self.optimizer = objects.optimizer
+        self.loss_scale = objects.loss_scale
+        self.state = objects.state
+        self.schedule = objects.schedule
+        self.steps = objects.steps
         self.checkpoints = TrainingCheckpoints(
             self.run_directory,
             self.model,
@@ -156,56 +128,54 @@ class Trainer:
         # The prepared data's fingerprint: the workers check that they all train on the
         # same data before the first update.
         self.data_fingerprint: str | None = None
-        # The run's time budget and cooldown, judged on the chief's `clock`.
-        self.time_limit: WallClockLimit | None = None
-        self.clock = TrainingClock(self.state)
-        # Optional callable checked before training and at every epoch end: True stops
-        # training as the time limit does.
-        self.stop_condition: Callable[[], bool] | None = None
-        # Optional callable checked at complete epoch ends until it first holds: the rate
-        # is then shrunk once by lr_shrink (as the time limit's cooldown does).
-        self.cooldown_condition: Callable[[], bool] | None = None
-        # The chief's time limit check, as broadcast at the last epoch end.
-        self._time_expired = False
-        # The duration of the epoch that just ended, as the chief's time limit judged it.
-        self._epoch_seconds = 0.0
+        # The run's time budget and cooldown: set through `clock`, `time_limit`,
+        # `stop_condition` and `cooldown_condition`.
+        self.budget = TimeBudget(TrainingClock(self.state))
+        self.chief_decisions = ChiefDecisions(
+            self.coordinator, self.votes, self.budget, self.state, self.is_chief
+        )
 
-    def _build_model_and_optimizer(self, model_fn: Callable[[], ConvS2S]) -> None:
-        """Builds the model, the optimiser (with its slots), the training state and the
-        step functions under the strategy's scope, in the run's dtype and seed."""
-        config, strategy = self.config, self.strategy
-        if config.dtype == "bfloat16" and not tf.config.list_logical_devices("GPU"):
-            warning = bfloat16_warning()
-            if warning:
-                logging.warning(warning)
-        keras.mixed_precision.set_global_policy(_POLICIES[config.dtype])
-        keras.utils.set_random_seed(config.seed)
-        with strategy.scope():
-            self.model = model_fn()
-            self.model(self.model.dummy_inputs())
-            self.optimizer = make_optimizer(config)
-            # Keras 3 creates slots lazily; they must exist before the first traced step.
-            self.loss_scale = (
-                DynamicLossScale(self.optimizer) if config.dtype == "float16" else None
-            )
-            if self.loss_scale is not None:
-                self.loss_scale.build(self.model.trainable_variables)
-            else:
-                self.optimizer.build(self.model.trainable_variables)
-            self.state = TrainingState(config.learning_rate)
-            self.schedule = PlateauSchedule(
-                config.lr_shrink, config.lr_threshold, config.lr_patience
-            )
-            self.steps = TrainingSteps(
-                self.model,
-                self.optimizer,
-                self.state,
-                config,
-                strategy,
-                self.loss_scale,
-                self.preemption.vote,
-            )
+    # ------------------------------------------------------------ time budget
+    @property
+    def clock(self) -> TrainingClock:
+        """The run's training seconds, as the chief's time limit counts them."""
+        return self.budget.clock
 
+    @clock.setter
+    def clock(self, clock: TrainingClock) -> None:
+        self.budget.clock = clock
+
+    @property
+    def time_limit(self) -> WallClockLimit | None:
+        """The run's time budget and its cooldown (None: none)."""
+        return self.budget.time_limit
+
+    @time_limit.setter
+    def time_limit(self, time_limit: WallClockLimit | None) -> None:
+        self.budget.time_limit = time_limit
+
+    @property
+    def stop_condition(self) -> Callable[[], bool] | None:
+        """Optional callable checked (on the chief) before training and at every epoch
+        end: True stops training as the time limit does."""
+        return self.budget.stop_condition
+
+    @stop_condition.setter
+    def stop_condition(self, condition: Callable[[], bool] | None) -> None:
+        self.budget.stop_condition = condition
+
+    @property
+    def cooldown_condition(self) -> Callable[[], bool] | None:
+        """Optional callable checked (on the chief) at complete epoch ends until it first
+        holds: the rate is then shrunk once by lr_shrink (as the time limit's cooldown
+        does)."""
+        return self.budget.cooldown_condition
+
+    @cooldown_condition.setter
+    def cooldown_condition(self, condition: Callable[[], bool] | None) -> None:
+        self.budget.cooldown_condition = condition
+
+    # ---------------------------------------------------------- model and steps
     def _build_steps(self, element_spec):
         """Traces the step functions for the dataset's element spec (see `TrainingSteps`)."""
         self.steps.build(element_spec)
@@ -271,16 +241,8 @@ class Trainer:
 
     # --------------------------------------------------------------- training
     def _should_stop(self):
-        config = self.config
-        if config.max_steps and int(self.state.step.numpy()) >= config.max_steps:
-            return "reached max_steps"
-        if config.max_epochs and int(self.state.epoch.numpy()) >= config.max_epochs:
-            return "reached max_epochs"
-        if float(self.state.learning_rate.numpy()) <= config.min_learning_rate:
-            return f"learning rate reached the floor {config.min_learning_rate:g}"
-        if self._time_expired:
-            return "reached the time limit"
-        return None
+        """Why the run stops before the next epoch (a limit it reached), or None."""
+        return limit_reached(self.config, self.state, self.budget.expired)
 
     def train(
         self, training_input: TrainingInput, valid_dataset: tf.data.Dataset | None = None
@@ -299,37 +261,18 @@ class Trainer:
         """
         with self.preemption:
             self.restore_or_initialize()
-            if self.coordinator.multi_worker:
-                self.coordinator.check_workers_agree(self._restored_position())
+            check_workers_agree_on_start(self.coordinator, self.state, self.data_fingerprint)
             self.clock.start()
             if self.is_chief:
                 self.summaries.hparams(self.hparams)
-            self._time_expired = bool(self._from_chief(self._chief_time_expired(False))[0])
+            self.chief_decisions.before_training()
             stop_reason = self._should_stop()
-            if stop_reason is not None and not self._epoch_end_pending():
+            if stop_reason is not None and not epoch_end_pending(self.state):
                 return self._already_finished(stop_reason)
             last_valid, stop_reason = self._train_epochs(training_input, valid_dataset)
         logging.info("Training stopped: %s.", stop_reason)
         self.summaries.flush()
         return {**self._final_state(), "stop_reason": stop_reason, **last_valid}
-
-    def _epoch_end_pending(self):
-        """Whether the run stopped inside an epoch but a SIGTERM abandoned the epoch end
-        that stop makes (its validation and checkpoint): `_train_epochs` does it."""
-        state = self.state
-        return int(state.epoch_batches.numpy()) > 0 and int(state.epoch_end_step.numpy()) != int(
-            state.step.numpy()
-        )
-
-    def _restored_position(self):
-        """Where this worker resumes, as the workers compare it before the first update."""
-        state = self.state
-        return {
-            "step": float(state.step.numpy()),
-            "epoch": float(state.epoch.numpy()),
-            "epoch_batches": float(state.epoch_batches.numpy()),
-            "data": fingerprint_number(self.data_fingerprint),
-        }
 
     def _final_state(self):
         return {
@@ -365,7 +308,7 @@ class Trainer:
         iterator = iter(distributed)
         last_valid: dict[str, Any] = {}
         # Set already when the run had stopped but a SIGTERM abandoned the epoch end of
-        # that stop (`_epoch_end_pending`): then that epoch end is all there is to do.
+        # that stop (`epoch_end_pending`): then that epoch end is all there is to do.
         stop_reason = self._should_stop()
         while True:
             epoch = int(self.state.epoch.numpy()) + 1
@@ -428,68 +371,13 @@ class Trainer:
                 break
             if config.save_every_steps and step % config.save_every_steps == 0:
                 self.save()
-            if config.max_steps and step >= config.max_steps:
-                stop_reason = "reached max_steps"
+            stop_reason = max_steps_reached(config, step)
+            if stop_reason is not None:
                 break
         self._epoch_train_rate = progress.tokens_per_second()
         return stop_reason
 
     # ------------------------------------------------------------- epoch ends
-    def _from_chief(self, values):
-        return self.coordinator.from_chief(values)
-
-    def _chief_time_expired(self, at_epoch_end):
-        """The chief's time limit check (the only clock that counts), as [0.0 or 1.0]."""
-        if not self.is_chief:
-            return [0.0]
-        expired = self.stop_condition is not None and self.stop_condition()
-        self._epoch_seconds = self.clock.forecast(at_epoch_end)
-        if self.time_limit is not None:
-            expired |= self.time_limit.expired(self.clock.seconds(), self._epoch_seconds)
-        return [float(expired)]
-
-    def _chief_cooldown_due(self, complete):
-        """Whether the chief's clock calls for the cooldown now (once per run)."""
-        if not complete or bool(self.state.cooled_down.numpy()):
-            return False
-        due = self.cooldown_condition is not None and bool(self.cooldown_condition())
-        if self.time_limit is not None:
-            due |= self.time_limit.in_final_minutes(self.clock.seconds())
-        return due
-
-    def _epoch_end_decisions(self, valid_dataset, complete):
-        """Validates on the chief and returns (results, time expired, cooldown due), the
-        chief's on every worker.
-
-        Raises:
-            Preempted: on every worker, when a SIGTERM on the chief abandoned validation.
-        """
-        results: dict[str, Any] = {}
-        values = np.zeros(7)
-        if self.is_chief:
-            try:
-                if valid_dataset is not None:
-                    results = self.validate(valid_dataset)
-                    values[:4] = [1.0, results["valid_loss"], results["valid_nll"], -1.0]
-                    values[3] = results.get("valid_bleu", -1.0)
-                values[4] = self._chief_time_expired(complete)[0]
-                values[5] = float(self._chief_cooldown_due(complete))
-            except Preempted:
-                values[6] = 1.0
-            if self.coordinator.multi_worker:
-                self.coordinator.vote_round(chief_busy=False, stop=self.preemption.requested)
-        else:
-            self._wait_for_chief_validation()
-        values = self._from_chief(values)
-        if values[6]:
-            raise Preempted("SIGTERM during validation")
-        if not self.is_chief and values[0]:
-            results = {"valid_loss": float(values[1]), "valid_nll": float(values[2])}
-            results["valid_perplexity"] = float(np.exp(min(values[2], 50.0)))
-            if values[3] >= 0:
-                results["valid_bleu"] = float(values[3])
-        return results, bool(values[4]), bool(values[5])
-
     def _end_epoch(self, epoch, valid_dataset, complete=True):
         """Validates, logs and checkpoints; `complete=False` when training stops inside
         the epoch (no annealing step then, as in fairseq, and the epoch stays open).
@@ -498,30 +386,36 @@ class Trainer:
             Preempted: a SIGTERM abandoned validation (nothing of it was recorded).
         """
         started = time.time()
-        results, self._time_expired, cooldown = self._epoch_end_decisions(valid_dataset, complete)
+        validate = None if valid_dataset is None else lambda: self.validate(valid_dataset)
+        decisions = self.chief_decisions.at_epoch_end(
+            validate, self._wait_for_chief_validation, complete
+        )
+        results = decisions.validation
         validation_seconds = time.time() - started if results else None
-        improved_loss = bool(results) and self._record_validation(results, anneal=complete)
-        if cooldown:
-            self.state.cooled_down.assign(True)
-            rate = float(self.state.learning_rate.numpy())
-            set_learning_rate(
-                self.state.learning_rate,
-                self.optimizer,
-                rate * self.config.lr_shrink,
-                "the cooldown before the time limit",
-            )
+        improved_loss = bool(results) and record_validation(
+            self.state, self.schedule, self.optimizer, results, anneal=complete
+        )
+        if decisions.cooldown_due:
+            cool_down(self.state, self.optimizer, self.config.lr_shrink)
         if complete:
             self.state.epoch.assign(epoch)
             self.state.epoch_batches.assign(0)
-            self.clock.end_epoch(self._epoch_seconds)
+            self.clock.end_epoch(self.budget.epoch_seconds)
         # A stop inside the epoch counts as an epoch end too: it is where the run ends.
         self.state.epoch_end_step.assign(self.state.step)
         self.save(best=improved_loss, epoch_end=True)
         step = int(self.state.step.numpy())
         if self.is_chief:
             self.summaries.histograms("train", step, self.model.trainable_variables)
-        end_seconds = time.time() - started
-        summary = self._epoch_summary(epoch, step, results, validation_seconds, end_seconds)
+        summary = epoch_summary(
+            epoch,
+            step,
+            float(self.state.learning_rate.numpy()),
+            self._epoch_train_rate,
+            results,
+            validation_seconds,
+            end_seconds=time.time() - started,
+        )
         if self.is_chief:
             print(summary, flush=True)
         logging.info(summary)
@@ -530,49 +424,15 @@ class Trainer:
     def validate(self, valid_dataset: tf.data.Dataset) -> dict[str, Any]:
         """Validation loss, perplexity and (with a tokenizer) BLEU, logged to TensorBoard."""
         return self.validator.validate(
-            valid_dataset, int(self.state.step.numpy()), should_stop=self._stop_requested
+            valid_dataset, int(self.state.step.numpy()), should_stop=self.votes.stop_requested
         )
-
-    def _stop_requested(self):
-        """Whether any worker was asked to stop (SIGTERM): checked between the batches of
-        validation, which only the chief runs (the others wait in `vote_round`s)."""
-        if not self.coordinator.multi_worker:
-            return self.preemption.requested
-        return self.coordinator.vote_round(chief_busy=True, stop=self.preemption.requested)[1]
 
     def _wait_for_chief_validation(self):
-        """A worker's part of the chief's validation: votes between its batches."""
-        while self.coordinator.vote_round(chief_busy=False, stop=self.preemption.requested)[0]:
-            pass
-
-    def _record_validation(self, results, anneal):
-        """Keeps the best validation loss and NLL, and anneals if `anneal`; returns
-        whether the loss improved (the checkpoint is then the new best)."""
-        loss, nll = results["valid_loss"], results["valid_nll"]
-        improved = loss < float(self.state.best_valid_loss.numpy())
-        if improved:
-            self.state.best_valid_loss.assign(loss)
-        self.state.best_valid_nll.assign(min(nll, float(self.state.best_valid_nll.numpy())))
-        if anneal:
-            anneal_learning_rate(self.schedule, self.state.learning_rate, self.optimizer, loss)
-        return improved
-
-    def _epoch_summary(self, epoch, step, results, validation_seconds, end_seconds):
-        summary = (
-            f"epoch {epoch:3d} | step {step} | lr {float(self.state.learning_rate.numpy()):.3g} | "
-            f"train {self._epoch_train_rate:,.0f} tok/s"
-        )
-        if results:
-            summary += (
-                f" | valid loss {results['valid_loss']:.3f} ppl {results['valid_perplexity']:.2f}"
-            )
-            if "valid_bleu" in results:
-                summary += f" BLEU {results['valid_bleu']:.2f}"
-            summary += f" ({validation_seconds:.0f} s)"
-        # The whole epoch end (validation, checkpoints, summaries): the input pipeline
-        # adds nothing to it (one iterator serves every epoch).
-        return summary + f" | epoch end {end_seconds:.1f} s"
+        """A worker's part of the chief's validation (`ValidationVotes.wait_for_chief`):
+        the trainer's own method, so that a run can act where a worker starts waiting
+        (tests/helpers/multi_worker_preemption.py sends a SIGTERM there)."""
+        self.votes.wait_for_chief()
 
 
-# TrainingDivergedError is re-exported: pipelines name it by this module.
-__all__ = ["Trainer", "TrainingDivergedError"]
+# PREEMPTED and TrainingDivergedError are re-exported: callers name them by this module.
+__all__ = ["PREEMPTED", "Trainer", "TrainingDivergedError"]

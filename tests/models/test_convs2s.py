@@ -170,7 +170,7 @@ def test_checkpoint_restore_into_fresh_model(tmp_path, rng):
         ({"dropout": 1.0}, "dropout"),
         ({"embed_dim": 0}, "embed_dim"),
         ({"source_vocab_size": 2}, "special tokens"),
-        ({"encoder_layers": "[(8, 3)] * 2000"}, "repeat count"),
+        ({"encoder_layers": "[(8, 3)] * 2000"}, "a repeat must give 0 to MAX_LAYERS=1000 layers"),
     ],
 )
 def test_model_configuration_errors(overrides, message):
