@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -242,6 +243,32 @@ def _environment(bin_dir):
     return env
 
 
+class ForkServer:
+    """`tests.helpers.python_forkserver`, serving a socket of its own while in a `with`."""
+
+    def __init__(self, env):
+        self.directory = tempfile.mkdtemp(prefix="forkserver")
+        self.path = os.path.join(self.directory, "socket")
+        self.env = env
+
+    def __enter__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.python_forkserver", self.path],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout.readline() == "ready\n", "the fork server did not start"
+        return self
+
+    def __exit__(self, *_):
+        self.process.stdin.close()  # the server's signal to end
+        self.process.wait(timeout=60)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 class Server:
     """A background block: started, awaited until it prints a line, stopped later."""
 
@@ -416,8 +443,10 @@ def page_results(small_corpus, small_prepared, tmp_path_factory):
     bin_dir = scratch / "bin"
     bin_dir.mkdir()
     # `python` runs this interpreter (a script rather than a link: a virtualenv's
-    # interpreter finds its environment from the path it is started by).
-    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    # interpreter finds its environment from the path it is started by), its `-m` and
+    # `-c` commands forked from a server that has imported TensorFlow (python_shim.py).
+    shim = os.path.join(ROOT, "tests", "helpers", "python_shim.py")
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{shim}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
     base = scratch / "repository"
     (base / "configs").mkdir(parents=True)
@@ -428,7 +457,15 @@ def page_results(small_corpus, small_prepared, tmp_path_factory):
         lines = multi30k_lines("test_2016_flickr", language, SAMPLE_SENTENCES)
         (base / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
-    workspace = Workspace(_environment(str(bin_dir)), free_ports(1)[0])
+    env = _environment(str(bin_dir))
+    with ForkServer(env) as fork_server:
+        env["PYTHON_FORKSERVER"] = fork_server.path
+        results = _run_pages(Workspace(env, free_ports(1)[0]), scratch, base)
+    return results
+
+
+def _run_pages(workspace, scratch, base):
+    """The README's blocks, then every docs page's, two pages at a time."""
     results = {"README.md": workspace.run_page("README.md", base)}
     pages = [path for path in DOC_PATHS if path != "README.md"]
     if results["README.md"].error:
