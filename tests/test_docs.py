@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -33,6 +32,7 @@ from helpers.corpora import (
     local_corpus_flags,
     multi30k_lines,
 )
+from helpers.python_forkserver import SHIM, ForkServer
 from helpers.subprocesses import ROOT, free_ports, subprocess_env
 
 DOC_PATHS = ["README.md"] + sorted(
@@ -243,32 +243,6 @@ def _environment(bin_dir):
     return env
 
 
-class ForkServer:
-    """`tests.helpers.python_forkserver`, serving a socket of its own while in a `with`."""
-
-    def __init__(self, env):
-        self.directory = tempfile.mkdtemp(prefix="forkserver")
-        self.path = os.path.join(self.directory, "socket")
-        self.env = env
-
-    def __enter__(self):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.python_forkserver", self.path],
-            cwd=ROOT,
-            env=self.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout.readline() == "ready\n", "the fork server did not start"
-        return self
-
-    def __exit__(self, *_):
-        self.process.stdin.close()  # the server's signal to end
-        self.process.wait(timeout=60)
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
 class Server:
     """A background block: started, awaited until it prints a line, stopped later."""
 
@@ -445,8 +419,7 @@ def page_results(small_corpus, small_prepared, tmp_path_factory):
     # `python` runs this interpreter (a script rather than a link: a virtualenv's
     # interpreter finds its environment from the path it is started by), its `-m` and
     # `-c` commands forked from a server that has imported TensorFlow (python_shim.py).
-    shim = os.path.join(ROOT, "tests", "helpers", "python_shim.py")
-    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{shim}" "$@"\n')
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{SHIM}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
     base = scratch / "repository"
     (base / "configs").mkdir(parents=True)

@@ -16,6 +16,7 @@ import pytest
 from absl import flags
 from conftest import ROOT, subprocess_env
 from helpers.flag_values import parsed_flags
+from helpers.python_forkserver import SHIM, ForkServer
 
 from convs2s_tf.decoding.search_config import SearchConfig
 from pipelines import console
@@ -42,13 +43,30 @@ _HELP_FLAG = re.compile(r"^  (?:-\w,)?--(?:\[no\])?(\w+):", re.MULTILINE)
 _INFO_LINE = re.compile(r"^I\d{4} ", re.MULTILINE)
 
 
-def _pipeline(name, *arguments, stdin=""):
-    """Runs `python -m pipelines.NAME ARGUMENTS` with the pipelines' own logging defaults
-    (no TF_CPP_MIN_LOG_LEVEL from the test environment)."""
+def _environment():
+    """The pipelines' own logging defaults: no TF_CPP_MIN_LOG_LEVEL from the tests'."""
     env = subprocess_env()
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def fork_server():
+    """Pipelines forked with TensorFlow imported once (as each imports it on start)."""
+    with ForkServer(_environment()) as server:
+        yield server
+
+
+def _pipeline(name, *arguments, stdin="", fork_server=None):
+    """Runs `python -m pipelines.NAME ARGUMENTS` in a process of its own, forked from
+    `fork_server` if given (the TensorFlow import a command starts with, done once)."""
+    env = _environment()
+    python = [sys.executable]
+    if fork_server is not None:
+        env["PYTHON_FORKSERVER"] = fork_server.path
+        python = [sys.executable, "-S", SHIM]
     return subprocess.run(
-        [sys.executable, "-m", f"pipelines.{name}", *arguments],
+        [*python, "-m", f"pipelines.{name}", *arguments],
         cwd=ROOT,
         env=env,
         input=stdin,
@@ -58,10 +76,13 @@ def _pipeline(name, *arguments, stdin=""):
     )
 
 
-def _run_all(cases):
+def _run_all(cases, fork_server):
     """{key: (pipeline, arguments)} -> {key: CompletedProcess}, a few processes at a time."""
     with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {key: pool.submit(_pipeline, name, *args) for key, (name, args) in cases.items()}
+        futures = {
+            key: pool.submit(_pipeline, name, *args, fork_server=fork_server)
+            for key, (name, args) in cases.items()
+        }
         return {key: future.result() for key, future in futures.items()}
 
 
@@ -81,7 +102,7 @@ def _shared(*groups, also=()):
 
 
 @pytest.mark.slow  # --help of every pipeline, in its own process
-def test_help_lists_exactly_the_flags_each_pipeline_reads():
+def test_help_lists_exactly_the_flags_each_pipeline_reads(fork_server):
     g = pipeline_flags
     expected = {
         "prepare_data": _shared(g.DATA, g.PREPARE),
@@ -110,7 +131,7 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads():
         ),
         "build_shortlist": _shared(g.RUN, g.SHORTLIST),
     }
-    results = _run_all({name: (name, ["--help"]) for name in PIPELINES})
+    results = _run_all({name: (name, ["--help"]) for name in PIPELINES}, fork_server)
     for name, result in results.items():
         listed = set(_HELP_FLAG.findall(result.stdout))
         assert listed == expected[name] | {"verbosity"}, (name, result.stdout + result.stderr)
@@ -138,7 +159,7 @@ def _one_line_error(result, name):
 
 @pytest.mark.slow  # every pipeline in its own process, as a user runs it
 def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
-    tiny_run, small_corpus, tmp_path
+    tiny_run, small_corpus, tmp_path, fork_server
 ):
     missing = tmp_path / "missing"
     paired_files = [f"--source={small_corpus['test']}.en", f"--reference={small_corpus['test']}.de"]
@@ -208,13 +229,13 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
             (with_config, f"--model_dir={tiny_run}", f"--shortlist_source={missing}.en"),
         ): "Give both --shortlist_source and --shortlist_target, or neither.",
     }
-    results = _run_all({key: key for key in cases})
+    results = _run_all({key: key for key in cases}, fork_server)
     for (name, arguments), words in cases.items():
         line = _one_line_error(results[name, arguments], name)
         assert words in line, (arguments, line)
         assert "Unknown command line flag" not in line
     # The flagfile with a pipeline that runs to the end.
-    summary = _pipeline("model_summary", with_config)
+    summary = _pipeline("model_summary", with_config, fork_server=fork_server)
     assert summary.returncode == 0, summary.stderr[-3000:]
     assert summary.stdout.startswith("multi30k_cpu (8000 -> 8000 tokens)")
     assert "total" in summary.stdout and summary.stderr == ""
@@ -237,7 +258,8 @@ def test_quiet_console_by_default_and_info_logs_on_request(small_corpus, small_p
         {
             "quiet": ("prepare_data", arguments),
             "verbose": ("prepare_data", [*arguments, "--verbosity=0"]),
-        }
+        },
+        fork_server=None,  # the point: what TensorFlow's import logs
     )
     for result in results.values():
         assert result.returncode == 0, result.stderr[-3000:]

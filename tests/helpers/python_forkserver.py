@@ -20,12 +20,51 @@ import json
 import os
 import runpy
 import select
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 
-import keras  # noqa: F401  (imported once, before any fork)
-import tensorflow as tf  # noqa: F401
-import tensorflow_text  # noqa: F401
+# The repository: the server runs as `python -m tests.helpers.python_forkserver` there.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The client: `python -S SHIM ARGS...` runs `python ARGS...` through the server.
+SHIM = os.path.join(ROOT, "tests", "helpers", "python_shim.py")
+
+
+class ForkServer:
+    """This server in a subprocess of its own, serving a fresh socket while in a `with`.
+
+    Args:
+        env: The server's environment, as the commands' would be (TensorFlow's C++ log
+            level is read once, when it is imported here).
+
+    Example:
+        with ForkServer(env) as server:
+            env["PYTHON_FORKSERVER"] = server.path  # python_shim.py's commands fork
+    """
+
+    def __init__(self, env):
+        self.directory = tempfile.mkdtemp(prefix="forkserver")
+        self.path = os.path.join(self.directory, "socket")
+        self.env = env
+
+    def __enter__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.python_forkserver", self.path],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout.readline() == "ready\n", "the fork server did not start"
+        return self
+
+    def __exit__(self, *_):
+        self.process.stdin.close()  # the server's signal to end
+        self.process.wait(timeout=60)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _receive(connection):
@@ -55,9 +94,14 @@ def _run_child(request, fds):
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     sys.path[:0] = [path for path in request["env"].get("PYTHONPATH", "").split(os.pathsep) if path]
+    arguments = request["arguments"]
+    # As `pipelines/__init__.py` on a process's start: the C++ log level its command line
+    # and environment ask for (TensorFlow, already imported, reads it when it logs).
+    from pipelines.console import configure_tensorflow_logging
+
+    configure_tensorflow_logging(arguments[2:])
     status = 0
     try:
-        arguments = request["arguments"]
         if arguments[0] == "-m":
             sys.argv = [arguments[1], *arguments[2:]]
             sys.path.insert(0, request["cwd"])
@@ -91,6 +135,14 @@ def _status(wait_status):
 
 
 def serve(path):
+    # What every pipeline imports first (it quiets TensorFlow's start-up as the
+    # environment asks), and tf-text's ops: loaded once, before any fork.
+    # isort: off
+    import pipelines  # noqa: F401  (first: it imports TensorFlow)
+    import tensorflow_text  # noqa: F401
+
+    # isort: on
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
