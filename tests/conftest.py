@@ -16,6 +16,7 @@ from helpers.corpora import (  # noqa: E402, F401
 )
 from helpers.in_process import run_in_process  # noqa: E402
 from helpers.models import randomize_weights, small_model_config  # noqa: E402
+from helpers.python_forkserver import ForkServer  # noqa: E402
 
 # Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
 from helpers.subprocesses import (  # noqa: E402, F401
@@ -49,6 +50,14 @@ def _absl_verbosity():
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def fork_server():
+    """Processes forked with TensorFlow imported once (`run_python(fork_server=...)`),
+    for tests whose subprocesses need their own pid and signals, not a fresh import."""
+    with ForkServer(subprocess_env()) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

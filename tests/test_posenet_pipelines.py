@@ -5,15 +5,12 @@ SavedModel kinds, gRPC serving, and fairseq export's refusal."""
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 
 import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT, run_python
-from conftest import subprocess_env as _env
+from conftest import run_python
 from helpers.corpora import local_corpus_flags, write_local_corpus
 from helpers.in_process import run_in_process
 from helpers.subprocesses import start_server
@@ -48,19 +45,11 @@ class PoseNetRun:
     resumed: str  # stdout of its resumption to step 10
 
 
-def _train(arguments):
-    """Trains in a fresh process: MirroredStrategy's CPU replicas are logical devices,
-    which only a process that has not run TensorFlow yet can configure."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pipelines.train", *arguments],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+def _train(arguments, fork_server):
+    """Trains in a process of its own: MirroredStrategy's CPU replicas are logical
+    devices, which only a process that has not run TensorFlow yet can configure (one
+    forked from `fork_server` has imported it, nothing more)."""
+    return run_python(["-m", "pipelines.train", *arguments], fork_server=fork_server).stdout
 
 
 def _run(arguments, stdin=None):
@@ -75,7 +64,7 @@ SEARCH = ["--beam_size=2", "--max_len_a=1.2", "--max_len_b=5"]
 
 
 @pytest.fixture(scope="module")
-def posenet_run(tmp_path_factory):
+def posenet_run(tmp_path_factory, fork_server):
     root = tmp_path_factory.mktemp("posenet")
     corpus = write_local_corpus(root / "corpus", 2000, SPLIT_PAIRS, SPLIT_PAIRS)
     data_dir, model_dir = str(root / "data"), str(root / "run")
@@ -93,8 +82,8 @@ def posenet_run(tmp_path_factory):
         "--test_beam_size=0",
         "--progress_bar=false",
     ]
-    first = _train(command + ["--max_steps=6"])
-    resumed = _train(command + ["--max_steps=10"])
+    first = _train(command + ["--max_steps=6"], fork_server)
+    resumed = _train(command + ["--max_steps=10"], fork_server)
     return PoseNetRun(data_dir, model_dir, first, resumed)
 
 

@@ -1,5 +1,5 @@
 """Subprocess: runs `python -m MODULE ...` and `python -c CODE` commands by fork, with
-TensorFlow imported once.
+TensorFlow imported once (as `import pipelines` imports it, nothing more).
 
 Importing TensorFlow costs about 5 s of CPU, most of what a docs command with a tiny
 model does. This server imports it (and nothing that defines flags), then serves a Unix
@@ -47,6 +47,7 @@ class ForkServer:
     def __init__(self, env):
         self.directory = tempfile.mkdtemp(prefix="forkserver")
         self.path = os.path.join(self.directory, "socket")
+        self.shim = SHIM
         self.env = env
 
     def __enter__(self):
@@ -135,13 +136,10 @@ def _status(wait_status):
 
 
 def serve(path):
-    # What every pipeline imports first (it quiets TensorFlow's start-up as the
-    # environment asks), and tf-text's ops: loaded once, before any fork.
-    # isort: off
-    import pipelines  # noqa: F401  (first: it imports TensorFlow)
-    import tensorflow_text  # noqa: F401
-
-    # isort: on
+    # What every pipeline imports first: TensorFlow, quieted as the environment asks.
+    # Not tf-text: a command that needs its ops must import it itself, as it would in a
+    # process of its own (a SavedModel's loader, for one).
+    import pipelines  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

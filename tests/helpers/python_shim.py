@@ -41,7 +41,8 @@ def main():
         os.execv(sys.executable, [sys.executable, *arguments])
     status = _forked(path, arguments)
     if status < 0:
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # these have no handler
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     sys.exit(status)
 

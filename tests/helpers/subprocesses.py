@@ -16,14 +16,19 @@ def subprocess_env(**extra):
     return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", **extra)
 
 
-def run_python(arguments, stdin=None, check=True, timeout=600, cwd=ROOT):
+def run_python(arguments, stdin=None, check=True, timeout=600, cwd=ROOT, fork_server=None):
     """Runs `python ARGUMENTS...` from `cwd` (the repository root) with
     `subprocess_env()`; asserts it succeeded (printing the end of its stderr) unless
-    `check` is False."""
+    `check` is False. With a `fork_server` (`helpers.python_forkserver.ForkServer`), the
+    process is forked from it, TensorFlow imported already."""
+    env, python = subprocess_env(), [sys.executable]
+    if fork_server is not None:
+        env["PYTHON_FORKSERVER"] = fork_server.path
+        python = [sys.executable, "-S", fork_server.shim]
     result = subprocess.run(
-        [sys.executable, *arguments],
+        [*python, *arguments],
         cwd=cwd,
-        env=subprocess_env(),
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,

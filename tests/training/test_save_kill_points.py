@@ -125,9 +125,13 @@ _SIGKILLED = [(1, "merging_best")] + [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("epoch, point", _SIGKILLED)
-def test_sigkilled_at_a_point_of_a_save_the_run_resumes(tmp_path, caplog, epoch, point):
+def test_sigkilled_at_a_point_of_a_save_the_run_resumes(
+    tmp_path, caplog, epoch, point, fork_server
+):
     result = run_python(
-        ["-m", "tests.helpers.save_kills", str(tmp_path), str(epoch), point], check=False
+        ["-m", "tests.helpers.save_kills", str(tmp_path), str(epoch), point],
+        check=False,
+        fork_server=fork_server,
     )
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     _check_restart_and_finish(tmp_path, epoch, point, caplog)
