@@ -32,14 +32,15 @@ def relocated(tiny_run, tmp_path_factory):
     return elsewhere, os.path.join("..", "runs", "tiny")
 
 
-def _run(cwd, *arguments, stdin=None):
-    return run_python(["-m", *arguments], stdin=stdin, cwd=cwd)
+def _run(fork_server, cwd, *arguments, stdin=None):
+    return run_python(["-m", *arguments], stdin=stdin, cwd=cwd, fork_server=fork_server)
 
 
 @pytest.mark.slow  # pipelines in subprocesses from another directory
-def test_evaluate_scores_the_runs_own_split(relocated):
+def test_evaluate_scores_the_runs_own_split(relocated, fork_server):
     cwd, model_dir = relocated
     result = _run(
+        fork_server,
         cwd,
         "pipelines.evaluate",
         f"--model_dir={model_dir}",
@@ -52,9 +53,10 @@ def test_evaluate_scores_the_runs_own_split(relocated):
 
 
 @pytest.mark.slow  # pipelines in subprocesses from another directory
-def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
+def test_translate_export_shortlist_and_averaging_find_the_run(relocated, fork_server):
     cwd, model_dir = relocated
     translated = _run(
+        fork_server,
         cwd,
         "pipelines.translate",
         f"--model_dir={model_dir}",
@@ -63,6 +65,7 @@ def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
     )
     assert len(translated.stdout.splitlines()) == 2
     exported = _run(
+        fork_server,
         cwd,
         "pipelines.export",
         f"--model_dir={model_dir}",
@@ -72,9 +75,10 @@ def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
     )
     assert os.path.isfile(cwd / "exports" / "tiny" / "1" / "saved_model.pb")
     assert "exports/tiny/1" in exported.stdout
-    _run(cwd, "pipelines.build_shortlist", f"--model_dir={model_dir}")
+    _run(fork_server, cwd, "pipelines.build_shortlist", f"--model_dir={model_dir}")
     assert os.path.isfile(os.path.join(cwd, model_dir, "shortlist.npz"))
     _run(
+        fork_server,
         cwd,
         "pipelines.average_checkpoints",
         f"--model_dir={model_dir}",
@@ -91,9 +95,15 @@ def test_translate_export_shortlist_and_averaging_find_the_run(relocated):
     reason="pipelines.export_fairseq needs PyTorch (the parity extra)",
 )
 @pytest.mark.slow  # pipelines in subprocesses from another directory
-def test_export_fairseq_reads_the_runs_languages(relocated):
+def test_export_fairseq_reads_the_runs_languages(relocated, fork_server):
     cwd, model_dir = relocated
-    _run(cwd, "pipelines.export_fairseq", f"--model_dir={model_dir}", "--output_dir=fairseq")
+    _run(
+        fork_server,
+        cwd,
+        "pipelines.export_fairseq",
+        f"--model_dir={model_dir}",
+        "--output_dir=fairseq",
+    )
     # The tiny data is English-German: the dictionaries are named after its languages.
     assert sorted(os.listdir(cwd / "fairseq")) == [
         "checkpoint_best.pt",

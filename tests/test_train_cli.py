@@ -61,7 +61,9 @@ def _latest_step(model_dir):
 
 
 @pytest.mark.slow  # trains in a process it kills, then twice more
-def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tmp_path):
+def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(
+    small_corpus, tmp_path, fork_server
+):
     data_dir, model_dir = tmp_path / "data", tmp_path / "run"
     command = _command(
         small_corpus,
@@ -96,14 +98,15 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert 20 <= killed_at < 60
     # One epoch of this corpus is longer than 60 steps: the kill was mid-epoch. The
     # "Resumed from" line is logged at INFO, which the pipelines show on request.
-    resumed = run_python([*command, "--verbosity=0"], check=False)
+    # The restarts fork from the fork server (the kill needs the process Popen started).
+    resumed = run_python([*command, "--verbosity=0"], check=False, fork_server=fork_server)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resumed from {model_dir}/checkpoints/ckpt-{killed_at}" in resumed.stderr
     assert _latest_step(str(model_dir)) == 60
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", "ckpt-60"))
     assert reader.get_tensor("state/step/.ATTRIBUTES/VARIABLE_VALUE") == 60
     # Re-running a finished command does no more steps.
-    again = run_python(command, check=False)
+    again = run_python(command, check=False, fork_server=fork_server)
     assert again.returncode == 0 and _latest_step(str(model_dir)) == 60
     # The default (quiet) console says in one line that the re-run continues the run.
     resumed_lines = [line for line in again.stdout.splitlines() if "Resumed from" in line]
@@ -111,7 +114,7 @@ def test_sigkill_mid_epoch_then_resume_and_refuse_another_model(small_corpus, tm
     assert resumed_lines[0].startswith(f"Resumed from {model_dir}/checkpoints/ckpt-60: step 60,")
     # The run directory describes its model: other model flags are refused, not resumed.
     other = [*command, "--embed_dim=48"]
-    refused = run_python(other, check=False)
+    refused = run_python(other, check=False, fork_server=fork_server)
     assert refused.returncode != 0
     assert "describes another model" in refused.stderr
 

@@ -14,9 +14,11 @@ def test_unknown_strategy_is_refused():
 
 
 @pytest.mark.slow  # over ten seconds on 2 cores
-def test_mirrored_update_equals_single_device():
+def test_mirrored_update_equals_single_device(fork_server):
     """One update under a 2-logical-CPU MirroredStrategy equals the single-device one."""
-    output = run_python(["-m", "tests.helpers.mirrored_update"], timeout=300)
+    output = run_python(
+        ["-m", "tests.helpers.mirrored_update"], timeout=300, fork_server=fork_server
+    )
     result = json.loads(output.stdout.strip().splitlines()[-1])
     assert result["moved"] > 1e-3  # the update really changed the weights
     assert result["differences"]["uneven"] < 1e-5
