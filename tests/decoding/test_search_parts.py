@@ -28,8 +28,12 @@ def assert_same_output(actual, expected):
             assert got is None, name
             continue
         assert got.shape == want.shape, name
-        if name == "attention":  # Products over fewer rows may round differently.
-            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, err_msg=name)
+        # Products over fewer rows may round differently (on some CPUs, in the last bit);
+        # the hypotheses found are the same.
+        if name == "attention":
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, err_msg=name)
+        elif name == "scores":
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, err_msg=name)
         else:
             np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
 

@@ -58,13 +58,17 @@ def test_the_graph_set_is_the_sorted_union(model):
 
 
 @pytest.mark.parametrize("xla", [False, True])
-def test_a_set_of_every_id_searches_bit_for_bit_as_the_whole_vocabulary(model, xla):
+def test_a_set_of_every_id_searches_as_the_whole_vocabulary(model, xla):
     everything = Shortlist(TOP_TARGETS, np.arange(4, VOCAB), target_vocab_size=VOCAB)
     expected = beam_search(model, SOURCE, SEARCH.replace(xla=xla))
     actual = beam_search(
         model, SOURCE, SEARCH.replace(xla=xla), shortlist=ShortlistTable(everything)
     )
-    _assert_same(expected, actual, atol=0.0)
+    # The same hypotheses; the scores to the last bit or so (the gathered projection's
+    # products may round differently on some CPUs).
+    np.testing.assert_array_equal(expected.tokens.numpy(), actual.tokens.numpy())
+    np.testing.assert_array_equal(expected.lengths.numpy(), actual.lengths.numpy())
+    np.testing.assert_allclose(expected.scores.numpy(), actual.scores.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("xla", [False, True])
