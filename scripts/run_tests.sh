@@ -29,5 +29,7 @@ if [[ "${1:-}" == "--all" ]]; then
   shift
 fi
 # Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
-# module's fixtures (a trained run, an export) are made once.
-python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --durations=25 "${SELECT[@]}" "$@"
+# module's fixtures (a trained run, an export) are made once; modules in the order
+# tests/conftest.py sets (the long end-to-end ones first).
+python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
+  --durations=25 "${SELECT[@]}" "$@"

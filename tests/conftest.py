@@ -1,5 +1,6 @@
 """Shared fixtures of the test suite (shared helper functions live in tests/helpers/)."""
 
+import collections
 import json
 import os
 
@@ -25,6 +26,22 @@ from helpers.subprocesses import (  # noqa: E402, F401
     run_python,
     subprocess_env,
 )
+
+
+def pytest_collection_modifyitems(items):
+    """Modules with the most `slow` tests first, the rest in collection order.
+
+    `scripts/run_tests.sh` hands whole modules to two workers in this order
+    (`--dist loadfile --no-loadscope-reorder`): the long end-to-end modules start at once
+    and the many short ones fill the gaps, so that neither worker ends minutes after the
+    other (xdist's own order, by number of tests, started them last).
+    """
+    slow_tests = collections.Counter(
+        item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")
+    )
+    modules = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
+    rank = {module: (-slow_tests[module], index) for index, module in enumerate(modules)}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 @pytest.fixture

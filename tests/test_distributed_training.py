@@ -18,16 +18,29 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
-from helpers.subprocesses import ROOT, free_ports, subprocess_env
+from helpers.subprocesses import ROOT, free_ports, run_python, subprocess_env
 
 from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
 
 WORKERS = 2
 
 
-def worker_command(tmp_path, corpus, index, extra):
+def python_command(fork_server=None):
+    """`python`, or a client that forks the command from `fork_server` (TensorFlow
+    imported once; SIGTERM reaches the worker, SIGKILL would only kill the client)."""
+    return [sys.executable] if fork_server is None else [sys.executable, "-S", fork_server.shim]
+
+
+def worker_env(tf_config, fork_server=None):
+    env = subprocess_env(TF_CONFIG=tf_config)
+    if fork_server is not None:
+        env["PYTHON_FORKSERVER"] = fork_server.path
+    return env
+
+
+def worker_command(tmp_path, corpus, index, extra, fork_server=None):
     return [
-        sys.executable,
+        *python_command(fork_server),
         "-m",
         "tests.helpers.recorded_training",
         str(tmp_path / f"record_{index}.jsonl"),
@@ -48,7 +61,7 @@ def worker_command(tmp_path, corpus, index, extra):
     ]
 
 
-def start_workers(tmp_path, corpus, extra):
+def start_workers(tmp_path, corpus, extra, fork_server=None):
     ports = free_ports(WORKERS)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
@@ -56,9 +69,9 @@ def start_workers(tmp_path, corpus, extra):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         processes.append(
             subprocess.Popen(
-                worker_command(tmp_path, corpus, index, extra),
+                worker_command(tmp_path, corpus, index, extra, fork_server),
                 cwd=ROOT,
-                env=subprocess_env(TF_CONFIG=tf_config),
+                env=worker_env(tf_config, fork_server),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -126,8 +139,10 @@ def epoch_indices(step_records):
 
 
 @pytest.mark.slow  # several worker processes
-def test_workers_prepare_once_and_train_every_pair_once_per_epoch(tmp_path, short_corpus):
-    results = finish(start_workers(tmp_path, short_corpus, ["--max_epochs=2"]))
+def test_workers_prepare_once_and_train_every_pair_once_per_epoch(
+    tmp_path, short_corpus, fork_server
+):
+    results = finish(start_workers(tmp_path, short_corpus, ["--max_epochs=2"], fork_server))
     for status, _, stderr in results:
         assert status == 0, stderr[-3000:]
     # Both started over an unprepared directory: one prepared it, the other waited.
@@ -186,7 +201,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_
 
 
 @pytest.mark.slow  # several worker processes
-def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_path):
+def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_path, fork_server):
     """Worker 1's validation loss and clock disagree with the chief's; every decision
     (anneal, best, time limit, cooldown) is still the chief's, on both workers."""
     ports = free_ports(WORKERS)
@@ -197,14 +212,14 @@ def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_pa
         processes.append(
             subprocess.Popen(
                 [
-                    sys.executable,
+                    *python_command(fork_server),
                     "-m",
                     "tests.helpers.multi_worker_train",
                     str(tmp_path / "run"),
                     str(tmp_path / f"weights_{index}.npz"),
                 ],
                 cwd=ROOT,
-                env=subprocess_env(TF_CONFIG=tf_config),
+                env=worker_env(tf_config, fork_server),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -227,7 +242,9 @@ def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_pa
 
 
 @pytest.mark.slow  # several worker processes
-def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch(tmp_path):
+def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch(
+    tmp_path, fork_server
+):
     """Worker 1 gets SIGTERM while the chief validates 20 batches: its vote reaches the
     chief between two batches, both stop, and the run is saved with the epoch's steps
     done and its end (validation) still to come."""
@@ -240,9 +257,14 @@ def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "tests.helpers.multi_worker_preemption", str(tmp_path)],
+                [
+                    *python_command(fork_server),
+                    "-m",
+                    "tests.helpers.multi_worker_preemption",
+                    str(tmp_path),
+                ],
                 cwd=ROOT,
-                env=subprocess_env(TF_CONFIG=tf_config),
+                env=worker_env(tf_config, fork_server),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -266,22 +288,17 @@ def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch
 
 
 @pytest.mark.slow  # a process of its own (2 CPU replicas)
-def test_workers_that_restored_different_positions_stop_with_one_line():
+def test_workers_that_restored_different_positions_stop_with_one_line(fork_server):
     """The all-reduce that compares every worker's restored step, epoch position and
     data fingerprint with the chief's, under 2 CPU replicas (each one plays a worker)."""
     chief = {"step": 6, "epoch": 1, "epoch_batches": 2, "data": "fingerprint-a"}
     positions = [chief, {**chief, "step": 3}, {**chief, "epoch_batches": 0}]
     positions.append({**chief, "data": "fingerprint-b"})
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.worker_agreement"]
-        + [json.dumps(position) for position in positions],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
+    result = run_python(
+        ["-m", "tests.helpers.worker_agreement", *map(json.dumps, positions)],
         timeout=300,
+        fork_server=fork_server,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     same, step, batches, data = json.loads(result.stdout.strip().splitlines()[-1])
     assert same == {"differing": 0, "line": None}
     assert [check["differing"] for check in (step, batches, data)] == [1, 1, 1]

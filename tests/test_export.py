@@ -47,12 +47,14 @@ TEXTS = [
 SEARCH_CONFIG = SearchConfig(beam_size=3, max_len_a=1.2, max_len_b=5)
 
 
-def _run(arguments, stdin=None):
+def _run(arguments, stdin=None, fork_server=None):
     """Runs a pipeline (`["-m", "pipelines.NAME", ...]`) in process; any other module
-    (the checks of an export that must load it in a fresh process) in a subprocess."""
+    (the checks of an export that must load it in a process that never built the model)
+    in a subprocess, forked from `fork_server` if given (TensorFlow imported, nothing
+    of the library's)."""
     if arguments[1].startswith("pipelines."):
         return run_in_process(arguments, stdin)
-    return run_python(arguments, stdin)
+    return run_python(arguments, stdin, fork_server=fork_server)
 
 
 def _warmup_requests(version_dir):
@@ -227,11 +229,12 @@ def test_threads_replay_every_warmup_request_once_and_raise_its_error(exported):
         replay_warmup_requests(recorder, str(exported / "1"), threads=0)
 
 
-@pytest.mark.slow  # loads the export in a fresh process
-def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
+@pytest.mark.slow  # loads the export in a process of its own
+def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run, fork_server):
     result = _run(
         ["-m", "tests.helpers.saved_model_checks", "load", str(exported / "1")],
         stdin=json.dumps(TEXTS),
+        fork_server=fork_server,
     )
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
     model, tokenizer, _, _ = load_trained_model(str(tiny_run))
@@ -250,9 +253,10 @@ def test_savedmodel_in_fresh_process_equals_checkpoint(exported, tiny_run):
     assert len(outputs["translate_ids"]["output_ids"]) == 2
 
 
-@pytest.mark.slow  # reads the export's ops in a fresh process
-def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
-    result = _run(["-m", "tests.helpers.saved_model_checks", "ops", str(exported / "1")])
+@pytest.mark.slow  # reads the export's ops in a process of its own
+def test_graph_uses_only_core_and_tensorflow_text_ops(exported, fork_server):
+    command = ["-m", "tests.helpers.saved_model_checks", "ops", str(exported / "1")]
+    result = _run(command, fork_server=fork_server)
     ops = json.loads(result.stdout.strip().splitlines()[-1])
     assert ops["other"] == []
     assert "SentencepieceOp" in ops["tensorflow_text"]
@@ -260,8 +264,8 @@ def test_graph_uses_only_core_and_tensorflow_text_ops(exported):
     assert "While" in ops["used"] or "StatelessWhile" in ops["used"]
 
 
-@pytest.mark.slow  # runs saved_model_cli in a fresh process
-def test_saved_model_cli_run_uses_the_session_loader(exported):
+@pytest.mark.slow  # runs saved_model_cli in a process of its own
+def test_saved_model_cli_run_uses_the_session_loader(exported, fork_server):
     result = _run(
         [
             "-m",
@@ -276,7 +280,8 @@ def test_saved_model_cli_run_uses_the_session_loader(exported):
             "serving_default",
             "--input_exprs",
             'text=["A man is riding a bicycle.", ""]',
-        ]
+        ],
+        fork_server=fork_server,
     )
     assert "translation" in result.stdout and "score" in result.stdout
 

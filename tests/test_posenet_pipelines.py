@@ -173,7 +173,7 @@ def test_approx_bleu_is_reported_for_one_run_and_refused_for_an_ensemble(posenet
 
 
 @pytest.mark.slow  # after a PoseNet run trained in two processes
-def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path):
+def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path, fork_server):
     """Version 1 is the default export (small batches searched by XLA buckets), version
     2 the graph-mode one (`--noxla_small_batches`), served over gRPC."""
     expected = _translate(posenet_run)
@@ -192,7 +192,8 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
     for version in ("1", "2"):
         ops = json.loads(
             run_python(
-                ["-m", "tests.helpers.saved_model_checks", "ops", str(export_dir / version)]
+                ["-m", "tests.helpers.saved_model_checks", "ops", str(export_dir / version)],
+                fork_server=fork_server,
             ).stdout
         )
         assert ops["other"] == [], ops["other"]  # core TF and tf-text ops only

@@ -84,7 +84,7 @@ def test_translate_decodes_against_the_batchs_candidates(shortlisted_run):
 
 
 @pytest.mark.slow  # an export, then its ops read in a fresh process
-def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path):
+def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path, fork_server):
     export_dir = tmp_path / "shortlisted"
     run_in_process(
         [
@@ -99,6 +99,7 @@ def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path):
     result = run_python(
         ["-m", "tests.helpers.saved_model_checks", "load", str(export_dir / "1")],
         stdin=json.dumps(TEXTS),
+        fork_server=fork_server,
     )
     served = json.loads(result.stdout.strip().splitlines()[-1])["serving_default"]
     in_process = open_translator(
@@ -108,7 +109,10 @@ def test_export_carries_the_shortlist_with_core_ops(shortlisted_run, tmp_path):
     ).translate(TEXTS)
     assert served["translation"] == [hypotheses[0][0] for hypotheses in in_process]
     np.testing.assert_allclose(served["score"], [h[0][1] for h in in_process], atol=1e-5)
-    ops = run_python(["-m", "tests.helpers.saved_model_checks", "ops", str(export_dir / "1")])
+    ops = run_python(
+        ["-m", "tests.helpers.saved_model_checks", "ops", str(export_dir / "1")],
+        fork_server=fork_server,
+    )
     assert json.loads(ops.stdout.strip().splitlines()[-1])["other"] == []
 
 
