@@ -11,36 +11,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
-from helpers.subprocesses import ROOT, free_ports, run_python, subprocess_env
+from helpers.subprocesses import ROOT, free_ports, python_and_env, run_python
 
 from convs2s_tf.training.coordination import PREEMPTED_EXIT_STATUS
 
 WORKERS = 2
 
 
-def python_command(fork_server=None):
-    """`python`, or a client that forks the command from `fork_server` (TensorFlow
-    imported once; SIGTERM reaches the worker, SIGKILL would only kill the client)."""
-    return [sys.executable] if fork_server is None else [sys.executable, "-S", fork_server.shim]
-
-
-def worker_env(tf_config, fork_server=None):
-    env = subprocess_env(TF_CONFIG=tf_config)
-    if fork_server is not None:
-        env["PYTHON_FORKSERVER"] = fork_server.path
-    return env
-
-
 def worker_command(tmp_path, corpus, index, extra, fork_server=None):
     return [
-        *python_command(fork_server),
+        *python_and_env(fork_server)[0],
         "-m",
         "tests.helpers.recorded_training",
         str(tmp_path / f"record_{index}.jsonl"),
@@ -71,7 +57,7 @@ def start_workers(tmp_path, corpus, extra, fork_server=None):
             subprocess.Popen(
                 worker_command(tmp_path, corpus, index, extra, fork_server),
                 cwd=ROOT,
-                env=worker_env(tf_config, fork_server),
+                env=python_and_env(fork_server, TF_CONFIG=tf_config)[1],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -212,14 +198,14 @@ def test_workers_take_the_chiefs_decisions_and_end_with_identical_weights(tmp_pa
         processes.append(
             subprocess.Popen(
                 [
-                    *python_command(fork_server),
+                    *python_and_env(fork_server)[0],
                     "-m",
                     "tests.helpers.multi_worker_train",
                     str(tmp_path / "run"),
                     str(tmp_path / f"weights_{index}.npz"),
                 ],
                 cwd=ROOT,
-                env=worker_env(tf_config, fork_server),
+                env=python_and_env(fork_server, TF_CONFIG=tf_config)[1],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -258,13 +244,13 @@ def test_sigterm_to_a_worker_while_the_chief_validates_stops_both_within_a_batch
         processes.append(
             subprocess.Popen(
                 [
-                    *python_command(fork_server),
+                    *python_and_env(fork_server)[0],
                     "-m",
                     "tests.helpers.multi_worker_preemption",
                     str(tmp_path),
                 ],
                 cwd=ROOT,
-                env=worker_env(tf_config, fork_server),
+                env=python_and_env(fork_server, TF_CONFIG=tf_config)[1],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import run_python
 from helpers.corpora import local_corpus_flags, write_local_corpus
 from helpers.in_process import run_in_process
-from helpers.subprocesses import start_server
+from helpers.subprocesses import start_server, stop_server
 from tensorboard.backend.event_processing import event_accumulator
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
@@ -82,7 +82,8 @@ def posenet_run(tmp_path_factory, fork_server):
         "--test_beam_size=0",
         "--progress_bar=false",
     ]
-    first = _train(command + ["--max_steps=6"], fork_server)
+    # The first run validates without BLEU: the resumed one searches (and draws attention).
+    first = _train(command + ["--max_steps=6", "--valid_beam_size=0"], fork_server)
     resumed = _train(command + ["--max_steps=10"], fork_server)
     return PoseNetRun(data_dir, model_dir, first, resumed)
 
@@ -203,13 +204,13 @@ def test_both_exports_serve_what_the_checkpoint_translates(posenet_run, tmp_path
     translations = compiled(text=tf.constant(SENTENCES[:2]))["translation"].numpy()
     assert [text.decode() for text in translations] == expected
 
-    server, address = start_server(export_dir, "posenet")
+    server, address = start_server(export_dir, "posenet", fork_server=fork_server)
     try:
         with grpc.insecure_channel(address) as channel:
             stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
             outputs = predict(stub, "posenet", SENTENCES)
     finally:
-        server.kill()
+        stop_server(server)
     served = [text.decode() for text in outputs["translation"]]
     assert served[:2] == expected and np.all(np.isfinite(outputs["score"]))
 

@@ -8,7 +8,12 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.subprocesses import run_python, start_server, start_server_with_banner
+from helpers.subprocesses import (
+    run_python,
+    start_server,
+    start_server_with_banner,
+    stop_server,
+)
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -21,11 +26,10 @@ SENTENCES = [f"A man number {i} is riding a bicycle." for i in range(5)] + [""]
 
 
 @pytest.fixture(scope="module")
-def server(exported):
-    process, address = start_server(exported, "tiny")
+def server(exported, fork_server):
+    process, address = start_server(exported, "tiny", fork_server=fork_server)
     yield process, address
-    if process.poll() is None:
-        process.kill()
+    stop_server(process)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +117,7 @@ def test_bad_requests_get_clear_errors_and_server_keeps_serving(
     assert predict(stub, "tiny", ["Still there?"])["translation"].shape == (1,)
 
 
-def test_thread_flags_size_the_pools_and_serve_the_same_translations(exported, stub):
+def test_thread_flags_size_the_pools_and_serve_the_same_translations(exported, stub, fork_server):
     # TF Serving's own flags: one thread per operation and one operation at a time.
     process, address, banner = start_server_with_banner(
         exported,
@@ -121,6 +125,7 @@ def test_thread_flags_size_the_pools_and_serve_the_same_translations(exported, s
         "--tensorflow_intra_op_parallelism=1",
         "--tensorflow_inter_op_parallelism=1",
         "--warmup_threads=0",
+        fork_server=fork_server,
     )
     try:
         assert "(intra-op threads: 1, inter-op threads: 1)" in banner, banner
@@ -129,8 +134,7 @@ def test_thread_flags_size_the_pools_and_serve_the_same_translations(exported, s
                 prediction_service_pb2_grpc.PredictionServiceStub(channel), "tiny", SENTENCES
             )
     finally:
-        process.kill()
-        process.wait()
+        stop_server(process)
     default = predict(stub, "tiny", SENTENCES)
     np.testing.assert_array_equal(one_thread["translation"], default["translation"])
 
