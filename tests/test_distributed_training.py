@@ -147,18 +147,23 @@ def test_workers_prepare_once_and_train_every_pair_once_per_epoch(
 
 
 @pytest.mark.slow  # several worker processes
-def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_corpus):
+def test_killed_then_preempted_run_resumes_with_every_pair_once(
+    tmp_path, short_corpus, fork_server
+):
     extra = ["--max_epochs=1"]
     # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
-    processes = start_workers(tmp_path, short_corpus, extra)
+    processes = start_workers(tmp_path, short_corpus, extra, fork_server)
     wait_until(lambda: len(steps(tmp_path, 0)) >= 5, processes)  # past the save at step 3
-    for process in processes:
-        process.send_signal(signal.SIGKILL)
+    for index in range(WORKERS):
+        # The worker itself (its fork server client passes SIGTERM on, not SIGKILL); the
+        # client ends once the server has seen it die.
+        pid = [line["pid"] for line in records(tmp_path, index) if "pid" in line][-1]
+        os.kill(pid, signal.SIGKILL)
     finish(processes)
     killed = [steps(tmp_path, i) for i in range(WORKERS)]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
-    processes = start_workers(tmp_path, short_corpus, extra)
+    processes = start_workers(tmp_path, short_corpus, extra, fork_server)
     wait_until(lambda: len(steps(tmp_path, 1, since[1])) >= 2, processes)
     processes[1].send_signal(signal.SIGTERM)
     preempted = finish(processes)
@@ -173,7 +178,7 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(tmp_path, short_
     assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
-    results = finish(start_workers(tmp_path, short_corpus, extra))
+    results = finish(start_workers(tmp_path, short_corpus, extra, fork_server))
     for status, stdout, stderr in results:
         assert status == 0, stderr[-3000:]
     final = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]

@@ -3,12 +3,14 @@
 Usage: python -m tests.helpers.recorded_training RECORD.jsonl [pipelines.train flags]
 
 Appends one JSON line per step to RECORD.jsonl (flushed, so a killed run leaves every
-step it finished): the step counter after it, the epoch and the "index" of every real
+step it finished): first this process' pid (`{"pid": ...}`: a test forks workers through a
+client that cannot pass SIGKILL on), then per step the step counter after it, the epoch and the "index" of every real
 pair in the step's batches on this worker (empty batches have -1 and are left out); and
 one line per checkpoint save this process wrote.
 """
 
 import json
+import os
 import sys
 
 from convs2s_tf.training import checkpointing, trainer
@@ -22,6 +24,7 @@ def main():
     if record.tell():
         # A process killed mid-line left no newline: start on a line of our own.
         record.write("\n")
+    record.write(json.dumps({"pid": os.getpid()}) + "\n")
     train = trainer.Trainer.train
 
     def record_batch(self, batch):
