@@ -2,11 +2,11 @@
 
 Usage: python -m tests.helpers.recorded_training RECORD.jsonl [pipelines.train flags]
 
-Appends one JSON line per step to RECORD.jsonl (flushed, so a killed run leaves every
-step it finished): first this process' pid (`{"pid": ...}`: a test forks workers through a
-client that cannot pass SIGKILL on), then per step the step counter after it, the epoch and the "index" of every real
-pair in the step's batches on this worker (empty batches have -1 and are left out); and
-one line per checkpoint save this process wrote.
+Appends JSON lines to RECORD.jsonl (flushed, so a killed run leaves every step it
+finished): first this process' pid (`{"pid": ...}`: a test forks workers through a
+client that cannot pass SIGKILL on); then one per step: the step counter after it, the
+epoch and the "index" of every real pair in the step's batches on this worker (empty
+batches have -1 and are left out); and one per checkpoint save this process wrote.
 """
 
 import json
