@@ -72,14 +72,15 @@ def test_train_speed(short_corpus, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_translate_speed(short_run, capsys):
+    # Its `exports` part runs in test_family_comparison (benchmarks.family_comparison
+    # times an arm's export through it); tests/test_export.py compares exports with
+    # the checkpoint's translations.
     line, _ = run_benchmark(
         translate_speed,
         capsys,
         f"--model_dir={short_run}",
+        "--parts=in_process,whole_process",
         "--variants=float32",
-        # The export without its compiled small-batch buckets (tests/test_export.py
-        # tests them): every export takes the same path here, the buckets only lengthen it.
-        "--exports=no_buckets",
         "--latency_sentences=2",
         "--batch_size=4",
         "--repeats=1",
@@ -91,12 +92,7 @@ def test_translate_speed(short_run, capsys):
     assert (
         in_process["float32_sentences_per_sec_greedy"] > 0 and in_process["latency_ms_batch1"] > 0
     )
-    export = line["exports"]["no_buckets"]
-    assert export["export_seconds"] > 0 and export["load_seconds"] > 0
-    assert 0 < export["first_request_ms"] and 0 < export["batch1_warm_mean_ms"]
-    assert export["batch_sentences_per_sec"] > 0 and export["peak_rss_mb"] > 100
-    # The export and the checkpoint translate alike: the same BLEU.
-    assert export["bleu"] == in_process["float32_bleu_beam5"]
+    assert 0 <= in_process["float32_bleu_beam5"] <= 100 and "exports" not in line
     whole = line["whole_process"]
     assert whole["repeats"] == 1
     assert 0 < whole["one_sentence_seconds"] <= whole["all_lines_seconds"] * 1.5

@@ -39,7 +39,7 @@ def stub(server):
     channel.close()
 
 
-def test_client_round_trip(server, stub):
+def test_client_round_trip(server, stub, fork_server):
     # The newest version is served (the export test may have written version 2).
     outputs = predict(stub, "tiny", SENTENCES)
     assert outputs["translation"].shape == (len(SENTENCES),)
@@ -54,6 +54,7 @@ def test_client_round_trip(server, stub):
             SENTENCES[1],
         ],
         timeout=120,
+        fork_server=fork_server,
     )
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 2
