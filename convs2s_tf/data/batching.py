@@ -120,7 +120,7 @@ def batch_by_bucket(
     window_sizes = tf.constant([max(size, 1) for size in batch_sizes] + [1024], tf.int64)
     side_caps = {key: tf.constant(cap, tf.int64) for key, cap in side_max_lengths.items()}
 
-    def batch_bucket(bucket, examples):
+    def batch_bucket(bucket: tf.Tensor, examples: tf.data.Dataset) -> tf.data.Dataset:
         is_reject = tf.equal(bucket, reject_bucket)
         length = lengths[tf.minimum(bucket, num_buckets - 1)]
         padded_shapes = {}

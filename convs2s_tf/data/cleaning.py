@@ -36,7 +36,7 @@ class CleaningConfig:
     max_words: int = 175
     max_length_ratio: float = 1.5
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_words < 0:
             raise ValueError(f"max_words must be >= 0 (0 disables), got {self.max_words}.")
         if self.max_length_ratio != 0 and self.max_length_ratio < 1:

@@ -36,7 +36,7 @@ class _SharedSentencepieceResource(resource.TrackableResource):
         self._shared_name = f"convs2s_tf_sentencepiece_{digest}_no_bos_no_eos"
         _ = self.resource_handle  # Creates the resource now, like tf-text does.
 
-    def _create_resource(self):
+    def _create_resource(self) -> tf.Tensor:
         return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
             model=self._model_proto, shared_name=self._shared_name
         )

@@ -36,8 +36,15 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.beam_state import SearchOutput, initial_beam_state, shape_invariants
+from convs2s_tf.decoding.beam_state import (
+    BeamState,
+    FinishedHypotheses,
+    SearchOutput,
+    initial_beam_state,
+    shape_invariants,
+)
 from convs2s_tf.decoding.candidates import top_k_with_special_bias
+from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
 from convs2s_tf.decoding.inference_model import InferenceModel, make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.search_parts import search_in_parts
@@ -46,7 +53,7 @@ from convs2s_tf.decoding.search_step import (
     record_attention,
     search_step_function,
 )
-from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
+from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
 from convs2s_tf.layers.folded_kernels import KernelValue
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -85,12 +92,12 @@ def max_output_lengths(
     return tf.minimum(lengths, limit)
 
 
-def round_up(length, multiple):
+def round_up(length: int | tf.Tensor, multiple: int) -> int | tf.Tensor:
     """`length` rounded up to a multiple of `multiple`."""
     return (length + multiple - 1) // multiple * multiple
 
 
-def _pad_columns(tensor, multiple, value):
+def _pad_columns(tensor: tf.Tensor, multiple: int, value: int) -> tf.Tensor:
     """Right-pads `[batch, length]` to a multiple of `multiple` columns."""
     length = tf.shape(tensor)[1]
     return tf.pad(tensor, [[0, 0], [0, round_up(length, multiple) - length]], constant_values=value)
@@ -184,7 +191,13 @@ def beam_search(
     return n_best(state, nbest, tf.shape(source)[1], return_attention)
 
 
-def checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):
+def checked_max_lengths(
+    decoder: IncrementalDecoder,
+    source: tf.Tensor,
+    max_len_a: float,
+    max_len_b: int,
+    min_length: int,
+) -> tf.Tensor:
     """`max_output_lengths` within the decoder's positions, asserted `>= min_length`
     (in graph mode: XLA drops assertions)."""
     # Step t feeds position t of the decoder input, whose last usable index is
@@ -201,7 +214,13 @@ def checked_max_lengths(decoder, source, max_len_a, max_len_b, min_length):
         return tf.identity(max_lengths)
 
 
-def _initial_state(model, constants, source, max_lengths, max_steps):
+def _initial_state(
+    model: InferenceModel,
+    constants: StepConstants,
+    source: tf.Tensor,
+    max_lengths: tf.Tensor,
+    max_steps: tf.Tensor,
+) -> BeamState:
     """The `BeamState` before the first step: the source encoded, the caches empty."""
     # Finished histories are buffers of a fixed width (step t writes column t); a
     # compiled step's fixed shapes make the continuing ones so too, otherwise they grow.
@@ -222,7 +241,14 @@ def _initial_state(model, constants, source, max_lengths, max_steps):
     )
 
 
-def search_loop(decoder, constants, state, max_steps, compile_step=None, vocabulary=None):
+def search_loop(
+    decoder: IncrementalDecoder,
+    constants: StepConstants,
+    state: BeamState,
+    max_steps: int | tf.Tensor,
+    compile_step: bool | None = None,
+    vocabulary: OutputVocabulary | None = None,
+) -> BeamState:
     """Steps from `state` until every sentence is done or `max_steps` steps are taken.
 
     Args:
@@ -239,7 +265,7 @@ def search_loop(decoder, constants, state, max_steps, compile_step=None, vocabul
     """
     step = search_step_function(decoder, constants, compile_step, vocabulary)
 
-    def body(state):
+    def body(state: BeamState) -> BeamState:
         state, selection, attention = step(state)
         if constants.return_attention:
             state = record_attention(constants, state, selection, attention)
@@ -250,12 +276,18 @@ def search_loop(decoder, constants, state, max_steps, compile_step=None, vocabul
     return step_until_done(constants, state, max_steps, body, decoder.max_length)
 
 
-def step_until_done(constants, state, max_steps, body, max_iterations):
+def step_until_done(
+    constants: StepConstants,
+    state: BeamState,
+    max_steps: int | tf.Tensor,
+    body: Callable[[BeamState], BeamState],
+    max_iterations: int | tf.Tensor,
+) -> BeamState:
     """Applies `body` (`BeamState` -> `BeamState` of the same step; the step counter is
     advanced here) from `state` until every sentence holds `beam_size` finished
     hypotheses or `max_steps` steps are taken: the stopping rule of every search."""
 
-    def searching(state):
+    def searching(state: BeamState) -> tf.Tensor:
         return tf.logical_and(
             state.step < max_steps, tf.reduce_any(state.finished_count < constants.beam_size)
         )
@@ -270,7 +302,12 @@ def step_until_done(constants, state, max_steps, body, max_iterations):
     return state
 
 
-def n_best(state, nbest, source_length, return_attention=False):
+def n_best(
+    state: BeamState,
+    nbest: int,
+    source_length: int | tf.Tensor,
+    return_attention: bool = False,
+) -> SearchOutput:
     """The `nbest` best finished hypotheses of every sentence of a final `BeamState`.
 
     Args:
@@ -287,7 +324,12 @@ def n_best(state, nbest, source_length, return_attention=False):
     return n_best_of(state.finished, nbest, attention, source_length)
 
 
-def n_best_of(finished, nbest, finished_attention=None, source_length=None):
+def n_best_of(
+    finished: FinishedHypotheses,
+    nbest: int,
+    finished_attention: tf.Tensor | None = None,
+    source_length: int | tf.Tensor | None = None,
+) -> SearchOutput:
     """The `nbest` best of `FinishedHypotheses` (and their attention, if given).
 
     Returns:

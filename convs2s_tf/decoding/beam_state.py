@@ -4,11 +4,11 @@ what the search returns of it (`SearchOutput`)."""
 from __future__ import annotations
 
 import collections
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.step_constants import NEG_INF
+from convs2s_tf.decoding.step_constants import NEG_INF, StepConstants
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 
@@ -83,8 +83,14 @@ Fields:
 
 
 def initial_beam_state(
-    beam_size, encoder_output, max_lengths, cache, width, source_length, growing=False
-):
+    beam_size: int,
+    encoder_output: Any,
+    max_lengths: tf.Tensor,
+    cache: Any,
+    width: int | tf.Tensor,
+    source_length: int | tf.Tensor,
+    growing: bool = False,
+) -> BeamState:
     """The state before the first step.
 
     Args:
@@ -123,7 +129,7 @@ def initial_beam_state(
     )
 
 
-def shape_invariants(constants, state):
+def shape_invariants(constants: StepConstants, state: BeamState) -> BeamState:
     """The `tf.while_loop` shape invariants of `state`'s fields.
 
     The active sentences' count changes when they leave the batch
@@ -132,10 +138,10 @@ def shape_invariants(constants, state):
     """
     k = constants.beam_size
 
-    def batch_major(tensor):
+    def batch_major(tensor: tf.Tensor) -> tf.TensorShape:
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
-    def active_rows(tensor):
+    def active_rows(tensor: tf.Tensor) -> tf.TensorShape:
         return batch_major(tensor) if constants.drop_finished else tensor.shape
 
     return BeamState(

@@ -12,11 +12,11 @@ import math
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.step_constants import NEG_INF
+from convs2s_tf.decoding.step_constants import NEG_INF, StepConstants
 from convs2s_tf.vocabulary import EOS_ID
 
 
-def _chunk_size(vocab_size, k):
+def _chunk_size(vocab_size: int, k: int) -> int:
     """Columns per chunk of the two-pass top-k: a divisor of `vocab_size` (no padding
     copy) near `1.5 sqrt(vocab_size / k)`, which keeps both passes short (`vocab_size /
     chunk` maxima, then `k * chunk` values; docs/performance.md has the measurement)."""
@@ -51,7 +51,9 @@ def top_k_with_special_bias(
     return values, ids
 
 
-def _top_k_and_row_max(logits, special_bias, k, chunk=None):
+def _top_k_and_row_max(
+    logits: tf.Tensor, special_bias: tf.Tensor, k: int, chunk: int | None = None
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """`top_k_with_special_bias` and each row's maximum of the unbiased `logits`
     (`[rows, 1]`), taken from the chunk maxima the top-k computes anyway."""
     vocab_size = logits.shape[-1]
@@ -87,14 +89,16 @@ def _top_k_and_row_max(logits, special_bias, k, chunk=None):
     return values, ids, tf.reduce_max(raw_max, axis=-1, keepdims=True)
 
 
-def _plain_top_k_and_row_max(logits, special_bias, k):
+def _plain_top_k_and_row_max(
+    logits: tf.Tensor, special_bias: tf.Tensor, k: int
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """`_top_k_and_row_max` as one top-k over the whole row."""
     bias = tf.pad(special_bias, [[0, tf.shape(logits)[-1] - special_bias.shape[0]]])
     values, ids = tf.math.top_k(logits + bias, k=k)
     return values, ids, tf.reduce_max(logits, axis=-1, keepdims=True)
 
 
-def _log_normaliser(logits, row_max):
+def _log_normaliser(logits: tf.Tensor, row_max: tf.Tensor) -> tf.Tensor:
     """`tf.reduce_logsumexp(logits, -1, keepdims=True)` given each row's maximum: the
     same operations on the same values, without a pass for the maximum."""
     finite_max = tf.where(tf.math.is_finite(row_max), row_max, tf.zeros_like(row_max))
@@ -102,7 +106,9 @@ def _log_normaliser(logits, row_max):
     return tf.math.log(total) + finite_max
 
 
-def candidates(constants, logits, step, max_lengths):
+def candidates(
+    constants: StepConstants, logits: tf.Tensor, step: tf.Tensor, max_lengths: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
     """Each hypothesis' `constants.per_row` best next tokens and their log-probabilities.
 
     Args:
@@ -124,12 +130,12 @@ def candidates(constants, logits, step, max_lengths):
     )
     per_row = constants.per_row
 
-    def search(logits):
+    def search(logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         top_logits, top_ids, row_max = _top_k_and_row_max(logits, step_bias, per_row)
         eos_logit = logits[:, EOS_ID : EOS_ID + 1] + step_bias[EOS_ID]
         return top_logits, top_ids, _log_normaliser(logits, row_max), eos_logit
 
-    def without_nan(logits):
+    def without_nan(logits: tf.Tensor) -> tf.Tensor:
         return tf.where(tf.math.is_nan(logits), tf.cast(NEG_INF, logits.dtype), logits)
 
     # A NaN log-probability counts as -inf, as in fairseq. XLA fuses the replacement into

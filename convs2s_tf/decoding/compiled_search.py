@@ -13,7 +13,11 @@ keep their attention take `beam_search`'s graph path, whose oneDNN kernels and l
 of done sentences suit them better.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
@@ -25,11 +29,17 @@ from convs2s_tf.decoding.beam_search import (
     round_up,
     search_loop,
 )
-from convs2s_tf.decoding.beam_state import initial_beam_state
+from convs2s_tf.decoding.beam_state import FinishedHypotheses, SearchOutput, initial_beam_state
 from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
-from convs2s_tf.decoding.step_constants import StepConstants, output_vocabulary
+from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
+from convs2s_tf.layers.folded_kernels import KernelValue
 from convs2s_tf.layers.int8_kernel import graph_mode_kernels
+
+if TYPE_CHECKING:
+    from convs2s_tf.decoding.ensemble import Ensemble
+    from convs2s_tf.models import ConvS2S
+    from convs2s_tf.shortlist.shortlist import ShortlistTable
 
 __all__ = [
     "INT8_LARGE_BATCH_SIZES",
@@ -57,7 +67,7 @@ class SearchBuckets:
     batch_sizes: tuple = (1, 2, 4, 8)
     source_length: int = 64
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         sizes = tuple(int(size) for size in self.batch_sizes)
         if not sizes or sizes[0] < 1 or list(sizes) != sorted(set(sizes)):
             raise ValueError(f"batch_sizes must increase from >= 1, got {self.batch_sizes}.")
@@ -66,7 +76,7 @@ class SearchBuckets:
         object.__setattr__(self, "batch_sizes", sizes)
 
     @property
-    def max_batch_size(self):
+    def max_batch_size(self) -> int:
         """The largest batch searched by a compiled bucket."""
         return self.batch_sizes[-1]
 
@@ -77,7 +87,9 @@ class SearchBuckets:
 INT8_LARGE_BATCH_SIZES = (8, 16, 32, 64, 128)
 
 
-def compiled_buckets(buckets, search_config):
+def compiled_buckets(
+    buckets: SearchBuckets | None, search_config: SearchConfig
+) -> SearchBuckets | None:
     """The buckets a search in `search_config`'s dtype compiles: `buckets` in float32
     (with int8 weights, followed by `INT8_LARGE_BATCH_SIZES`), None (graph mode only)
     in bfloat16 or when `buckets` is None.
@@ -94,7 +106,9 @@ def compiled_buckets(buckets, search_config):
     return dataclasses.replace(buckets, batch_sizes=buckets.batch_sizes + larger)
 
 
-def pad_rows_and_positions(tensor, rows, positions):
+def pad_rows_and_positions(
+    tensor: tf.Tensor, rows: int | tf.Tensor, positions: int | tf.Tensor
+) -> tf.Tensor:
     """`tensor` (`[batch, source, ...]`) zero-padded to `rows` rows and `positions`."""
     shape = tf.shape(tensor)
     paddings = [[0, rows - shape[0]], [0, positions - shape[1]]] + [[0, 0]] * (
@@ -128,7 +142,14 @@ class BucketedSearch:
             the bucket (`pad_rows_and_positions`).
     """
 
-    def __init__(self, model, search_config=None, buckets=None, kernels=None, shortlist=None):
+    def __init__(
+        self,
+        model: ConvS2S | Ensemble,
+        search_config: SearchConfig | None = None,
+        buckets: SearchBuckets | None = None,
+        kernels: Sequence[KernelValue] | None = None,
+        shortlist: ShortlistTable | None = None,
+    ) -> None:
         self.model = model
         self.shortlist = shortlist
         self.search_config = search_config or SearchConfig()
@@ -154,7 +175,7 @@ class BucketedSearch:
         self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
         self.compiled_loop = tf.function(self._search_loop, jit_compile=True, autograph=False)
 
-    def __call__(self, source, nbest=1):
+    def __call__(self, source: tf.Tensor, nbest: int = 1) -> SearchOutput:
         """The `SearchOutput` of `source` (`[batch, source]` ids ending in `</s>`)."""
         shape = tf.shape(source)
         fits = tf.logical_and(
@@ -164,7 +185,7 @@ class BucketedSearch:
             fits, lambda: self._bucketed(source, nbest), lambda: self._graph(source, nbest)
         )
 
-    def _graph(self, source, nbest):
+    def _graph(self, source: tf.Tensor, nbest: int) -> SearchOutput:
         return beam_search(
             make_inference_model(self.model, graph_mode_kernels(self.kernels)),
             source,
@@ -172,7 +193,7 @@ class BucketedSearch:
             shortlist=self.shortlist,
         )
 
-    def encode(self, source):
+    def encode(self, source: tf.Tensor) -> tuple[Any, tf.Tensor]:
         """`(encoder_output, max_lengths)` of `source` as a bucket's search starts from
         them, before the padding: in graph mode, on the batch as it is."""
         config = self.search_config
@@ -182,12 +203,12 @@ class BucketedSearch:
         )
         return inference.encode(source, training=False), max_lengths
 
-    def _bucketed(self, source, nbest):
+    def _bucketed(self, source: tf.Tensor, nbest: int) -> SearchOutput:
         batch = tf.shape(source)[0]
         encoder_output, max_lengths = self.encode(source)
 
-        def bucket_branch(rows):
-            def run():
+        def bucket_branch(rows: int) -> Callable[[], FinishedHypotheses]:
+            def run() -> FinishedHypotheses:
                 vocabulary = None
                 if self.shortlist is not None:
                     inference = make_inference_model(self.model, self.kernels)
@@ -210,7 +231,13 @@ class BucketedSearch:
         finished = tf.switch_case(index, [bucket_branch(rows) for rows in self.buckets.batch_sizes])
         return n_best_of(finished, nbest)
 
-    def _search_loop(self, encoder_output, max_lengths, active, vocabulary=None):
+    def _search_loop(
+        self,
+        encoder_output: Any,
+        max_lengths: tf.Tensor,
+        active: tf.Tensor,
+        vocabulary: OutputVocabulary | None = None,
+    ) -> FinishedHypotheses:
         """The search of one bucket (the XLA computation): its finished hypotheses."""
         constants = self.constants
         rows = max_lengths.shape[0]
@@ -232,6 +259,6 @@ class BucketedSearch:
         )
         return state.finished
 
-    def warmup_batch_sizes(self):
+    def warmup_batch_sizes(self) -> list[int]:
         """One batch size per bucket: what warm-up requests must cover."""
         return list(self.buckets.batch_sizes)

@@ -51,7 +51,7 @@ def combine_log_probs(member_logits: Sequence[tf.Tensor]) -> tf.Tensor:
 class _EnsembleEncoder:
     """What the search and the export read of an encoder: its vocabulary and positions."""
 
-    def __init__(self, members):
+    def __init__(self, members: Sequence[ConvS2S]) -> None:
         self.vocab_size = members[0].encoder.vocab_size
         # Sources are truncated to what every member can encode.
         self.max_length = min(member.encoder.max_length for member in members)
@@ -60,18 +60,22 @@ class _EnsembleEncoder:
 class _EnsembleDecoder:
     """The decoder interface of `beam_search` over every member's decoder."""
 
-    def __init__(self, members):
+    def __init__(self, members: Sequence[ConvS2S]) -> None:
         self._decoders = [member.decoder for member in members]
         first = self._decoders[0]
         self.vocab_size = first.vocab_size
         self.pad_id = first.pad_id
         self.max_length = min(decoder.max_length for decoder in self._decoders)
 
-    def initial_state(self, batch_size, max_steps=None):
+    def initial_state(
+        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+    ) -> tuple[Any, ...]:
         """A tuple of the members' initial incremental states."""
         return tuple(decoder.initial_state(batch_size, max_steps) for decoder in self._decoders)
 
-    def select_outputs(self, ids, valid, kernels=None):
+    def select_outputs(
+        self, ids: tf.Tensor, valid: tf.Tensor, kernels: FoldedKernels | None = None
+    ) -> tuple[Any, ...]:
         """A tuple of the members' `OutputSubset`s of target `ids` (a shortlist)."""
         return tuple(
             decoder.select_outputs(ids, valid, kernels=kernels) for decoder in self._decoders
@@ -79,14 +83,14 @@ class _EnsembleDecoder:
 
     def step(
         self,
-        tokens,
-        step,
-        incremental_state,
-        encoder_output,
-        beam_size=1,
-        output_subset=None,
-        kernels=None,
-    ):
+        tokens: tf.Tensor,
+        step: int | tf.Tensor,
+        incremental_state: Sequence[Any],
+        encoder_output: Sequence[Any],
+        beam_size: int = 1,
+        output_subset: Sequence[Any] | None = None,
+        kernels: FoldedKernels | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tuple[Any, ...]]:
         """One position for every hypothesis from every member.
 
         Args:
@@ -192,5 +196,5 @@ class Ensemble(keras.layers.Layer):
         )
 
 
-def _vocabulary_sizes(model):
+def _vocabulary_sizes(model: ConvS2S) -> tuple[int, int, int]:
     return (model.encoder.vocab_size, model.decoder.vocab_size, model.decoder.pad_id)

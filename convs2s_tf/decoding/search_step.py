@@ -7,11 +7,16 @@ histories, reorders the caches by the surviving beams and, unless the step is co
 drops the sentences that are done, so that later steps only pay for the others.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import tensorflow as tf
 
-from convs2s_tf.decoding.beam_state import FinishedHypotheses
+from convs2s_tf.decoding.beam_state import BeamState, FinishedHypotheses
 from convs2s_tf.decoding.candidates import candidates
-from convs2s_tf.decoding.selection import select
+from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
+from convs2s_tf.decoding.selection import Selection, select
+from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
 # The name scopes of a step's parts, which let a TensorFlow profile tell them apart.
@@ -21,7 +26,9 @@ REORDER_SCOPE = "reorder_cache"
 BOOKKEEPING_SCOPE = "bookkeeping"
 
 
-def record(selection, step, alive_tokens, finished):
+def record(
+    selection: Selection, step: tf.Tensor, alive_tokens: tf.Tensor, finished: FinishedHypotheses
+) -> tuple[tf.Tensor, FinishedHypotheses]:
     """The token histories after a step, in their fixed-width buffers (a compiled
     search's fixed shapes; `record_growing` is the graph path's).
 
@@ -41,7 +48,7 @@ def record(selection, step, alive_tokens, finished):
     """
     column = tf.range(tf.shape(alive_tokens)[2])[None, None, :]
 
-    def extend(beams, last_tokens):
+    def extend(beams: tf.Tensor, last_tokens: tf.Tensor) -> tf.Tensor:
         history = tf.gather(alive_tokens, beams, batch_dims=1)
         ending = tf.where(column == step, last_tokens[:, :, None], PAD_ID)
         return tf.where(column < step, history, ending)
@@ -56,7 +63,13 @@ def record(selection, step, alive_tokens, finished):
     return extend(selection.alive_beams, selection.next_tokens), finished
 
 
-def record_growing(selection, step, alive_tokens, finished, sentence_ids):
+def record_growing(
+    selection: Selection,
+    step: tf.Tensor,
+    alive_tokens: tf.Tensor,
+    finished: FinishedHypotheses,
+    sentence_ids: tf.Tensor,
+) -> tuple[tf.Tensor, FinishedHypotheses]:
     """`record` for a search whose done sentences leave (graph mode): the continuing
     histories hold just their `step` tokens and grow by one column, and the batch's
     finished store is written only in the sentences whose slots the step fills.
@@ -75,7 +88,7 @@ def record_growing(selection, step, alive_tokens, finished, sentence_ids):
         `(alive_tokens, finished)` after the step, `alive_tokens` `step + 1` wide.
     """
 
-    def extend(histories, beams, last_tokens):
+    def extend(histories: tf.Tensor, beams: tf.Tensor, last_tokens: tf.Tensor) -> tf.Tensor:
         gathered = tf.gather(histories, beams, batch_dims=1)
         return tf.concat([gathered, last_tokens[:, :, None]], axis=2)
 
@@ -103,7 +116,7 @@ def record_growing(selection, step, alive_tokens, finished, sentence_ids):
     return extend(alive_tokens, selection.alive_beams, selection.next_tokens), finished
 
 
-def reorder_cache(cache, beams, rows, beam_size):
+def reorder_cache(cache: Any, beams: tf.Tensor, rows: tf.Tensor, beam_size: int) -> Any:
     """The caches of the hypotheses extended next: beam `beams[i, j]` of sentence `rows[i]`.
 
     One gather per block both reorders the hypotheses and drops the sentences not in
@@ -123,7 +136,9 @@ def reorder_cache(cache, beams, rows, beam_size):
         return tf.nest.map_structure(lambda window: tf.gather(window, flat_beams), cache)
 
 
-def apply_selection(constants, state, selection, cache):
+def apply_selection(
+    constants: StepConstants, state: BeamState, selection: Selection, cache: Any
+) -> BeamState:
     """The state after a step's `selection`: histories recorded, scores and counts updated.
 
     Args:
@@ -152,7 +167,12 @@ def apply_selection(constants, state, selection, cache):
     )
 
 
-def search_step(decoder, constants, state, vocabulary=None):
+def search_step(
+    decoder: IncrementalDecoder,
+    constants: StepConstants,
+    state: BeamState,
+    vocabulary: OutputVocabulary | None = None,
+) -> tuple[BeamState, Selection, tf.Tensor]:
     """A step but its attention histories and the leaving of done sentences.
 
     Args:
@@ -192,7 +212,12 @@ def search_step(decoder, constants, state, vocabulary=None):
     return state, selection, attention
 
 
-def search_step_function(decoder, constants, compile_step=None, vocabulary=None):
+def search_step_function(
+    decoder: IncrementalDecoder,
+    constants: StepConstants,
+    compile_step: bool | None = None,
+    vocabulary: OutputVocabulary | None = None,
+) -> Callable[[BeamState], tuple[BeamState, Selection, tf.Tensor]]:
     """`search_step` for one search, one XLA computation with `constants.xla`.
 
     The compiled step keeps fixed shapes (finished sentences stay in the batch), so it
@@ -209,14 +234,14 @@ def search_step_function(decoder, constants, compile_step=None, vocabulary=None)
         `step(state) -> (state, selection, attention)`.
     """
 
-    def step(state):
+    def step(state: BeamState) -> tuple[BeamState, Selection, tf.Tensor]:
         return search_step(decoder, constants, state, vocabulary)
 
     if not (constants.xla if compile_step is None else compile_step):
         return step
     compiled = tf.function(step, jit_compile=True)
 
-    def compiled_step(state):
+    def compiled_step(state: BeamState) -> tuple[BeamState, Selection, tf.Tensor]:
         # The attention histories grow by one step per step: passed in, they would
         # change the compiled step's input shapes at every step.
         histories = dict(
@@ -229,7 +254,9 @@ def search_step_function(decoder, constants, compile_step=None, vocabulary=None)
     return compiled_step
 
 
-def _update_rows(store, rows, filled, new, whole_batch):
+def _update_rows(
+    store: tf.Tensor, rows: tf.Tensor, filled: tf.Tensor, new: tf.Tensor, whole_batch: bool
+) -> tf.Tensor:
     """`store[rows] = where(filled, new, store[rows])` for `[batch, k, ...]` stores."""
     filled = tf.reshape(filled, tf.concat([tf.shape(filled), [1] * (new.shape.rank - 2)], 0))
     if whole_batch:  # rows is the whole batch, in order
@@ -238,7 +265,9 @@ def _update_rows(store, rows, filled, new, whole_batch):
     return tf.tensor_scatter_nd_update(store, rows[:, None], tf.where(filled, new, current))
 
 
-def record_attention(constants, state, selection, attention):
+def record_attention(
+    constants: StepConstants, state: BeamState, selection: Selection, attention: tf.Tensor
+) -> BeamState:
     """The attention histories after a step, extended as the token histories are.
 
     Args:
@@ -254,7 +283,7 @@ def record_attention(constants, state, selection, attention):
     active = tf.shape(state.sentence_ids)[0]
     step_attention = tf.reshape(attention, [active, constants.beam_size, 1, -1])
 
-    def extended_attention(beams):
+    def extended_attention(beams: tf.Tensor) -> tf.Tensor:
         return tf.concat(
             [
                 tf.gather(state.alive_attention, beams, batch_dims=1),
@@ -277,7 +306,9 @@ def record_attention(constants, state, selection, attention):
     )
 
 
-def drop_finished_sentences(constants, state, selection):
+def drop_finished_sentences(
+    constants: StepConstants, state: BeamState, selection: Selection
+) -> BeamState:
     """`state` without the sentences that hold `k` finished hypotheses.
 
     Args:
@@ -294,7 +325,7 @@ def drop_finished_sentences(constants, state, selection):
     )
     shrink = tf.size(remaining) < tf.shape(state.sentence_ids)[0]
 
-    def keep(tensor):
+    def keep(tensor: tf.Tensor) -> tf.Tensor:
         return tf.gather(tensor, remaining)
 
     encoder_output = tf.cond(

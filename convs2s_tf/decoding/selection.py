@@ -11,7 +11,7 @@ import collections
 
 import tensorflow as tf
 
-from convs2s_tf.decoding.step_constants import NEG_INF
+from convs2s_tf.decoding.step_constants import NEG_INF, StepConstants
 from convs2s_tf.vocabulary import EOS_ID
 
 Selection = collections.namedtuple(
@@ -40,7 +40,14 @@ Fields (`[sentences, k]` each but `finished_count`):
 """
 
 
-def select(constants, log_probs, ids, alive_scores, finished_count, step):
+def select(
+    constants: StepConstants,
+    log_probs: tf.Tensor,
+    ids: tf.Tensor,
+    alive_scores: tf.Tensor,
+    finished_count: tf.Tensor,
+    step: tf.Tensor,
+) -> Selection:
     """The step's decisions from each hypothesis' candidates.
 
     Args:

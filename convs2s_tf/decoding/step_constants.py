@@ -1,11 +1,18 @@
 """What every step of one beam search reads and no step changes."""
 
+from __future__ import annotations
+
 import collections
 import dataclasses
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID, UNK_ID
+
+if TYPE_CHECKING:
+    from convs2s_tf.decoding.decoder_protocol import ShortlistDecoder
+    from convs2s_tf.shortlist.shortlist import ShortlistTable
 
 NEG_INF = float("-inf")
 
@@ -34,22 +41,22 @@ class StepConstants:
     xla: bool = False
 
     @property
-    def per_row(self):
+    def per_row(self) -> int:
         """Candidates taken from each hypothesis: `2 k`, as many as any step can use."""
         return min(2 * self.beam_size, self.vocab_size)
 
     @property
-    def num_candidates(self):
+    def num_candidates(self) -> int:
         """Candidates ranked per sentence: `2 k`, so that `k` continue even when up to
         `k` of them end in `</s>`."""
         return min(2 * self.beam_size, self.beam_size * self.per_row)
 
     @property
-    def drop_finished(self):
+    def drop_finished(self) -> bool:
         """Whether sentences leave the batch once done (a compiled step keeps them)."""
         return not self.xla
 
-    def special_bias(self, allow_eos):
+    def special_bias(self, allow_eos: bool) -> tf.Tensor:
         """The fixed adjustments of the special tokens' logits (ids `0..3`).
 
         Args:
@@ -78,7 +85,14 @@ Fields:
 """
 
 
-def output_vocabulary(decoder, shortlist, source, constants, capacity=None, multiple=None):
+def output_vocabulary(
+    decoder: ShortlistDecoder,
+    shortlist: ShortlistTable | None,
+    source: tf.Tensor,
+    constants: StepConstants,
+    capacity: int | None = None,
+    multiple: int | None = None,
+) -> OutputVocabulary | None:
     """The `OutputVocabulary` of a batch under `shortlist` (a `ShortlistTable`), or None.
 
     Args:

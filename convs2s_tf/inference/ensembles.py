@@ -6,6 +6,8 @@ distributions are combined by `convs2s_tf.decoding.Ensemble`.
 """
 
 import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -16,7 +18,7 @@ from convs2s_tf.runs import RunDirectory
 SEPARATOR = ","
 
 
-def split_paths(paths):
+def split_paths(paths: str | Sequence[str] | None) -> list[str]:
     """The members named by `paths`: a comma-separated string, a list, or None."""
     if paths is None:
         return []
@@ -25,7 +27,9 @@ def split_paths(paths):
     return [path.strip() for path in str(paths).split(SEPARATOR) if path.strip()]
 
 
-def member_checkpoints(model_dirs, checkpoint):
+def member_checkpoints(
+    model_dirs: Sequence[str], checkpoint: str | Sequence[str] | None
+) -> Sequence[str | None]:
     """One checkpoint (or None: the run's best, else latest) per member of `model_dirs`.
 
     Raises:
@@ -43,7 +47,7 @@ def member_checkpoints(model_dirs, checkpoint):
     return checkpoints
 
 
-def _sha256(path):
+def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with tf.io.gfile.GFile(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -51,7 +55,9 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def vocabulary_identity(model_dir, run_config, sentencepiece_model=None):
+def vocabulary_identity(
+    model_dir: str, run_config: Mapping[str, Any], sentencepiece_model: str | None = None
+) -> dict[str, Any]:
     """What a member's ids mean: its vocabulary sizes and the files numbering them.
 
     Args:
@@ -81,7 +87,11 @@ def vocabulary_identity(model_dir, run_config, sentencepiece_model=None):
     return identity
 
 
-def check_shared_vocabulary(model_dirs, run_configs, sentencepiece_model=None):
+def check_shared_vocabulary(
+    model_dirs: Sequence[str],
+    run_configs: Sequence[Mapping[str, Any]],
+    sentencepiece_model: str | None = None,
+) -> None:
     """Raises unless every run numbers its tokens as the first one does.
 
     Raises:

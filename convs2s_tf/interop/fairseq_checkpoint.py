@@ -16,6 +16,8 @@ import argparse
 import os
 import pickle
 import re
+from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -51,7 +53,7 @@ class FairseqImportError(ValueError):
     """A checkpoint, dictionary or output directory that cannot be converted, and why."""
 
 
-def import_torch(error_class=FairseqImportError):
+def import_torch(error_class: type[Exception] = FairseqImportError) -> ModuleType:
     """The `torch` module; raises `error_class` with the install command if it is missing."""
     try:
         import torch
@@ -63,7 +65,7 @@ def import_torch(error_class=FairseqImportError):
     return torch
 
 
-def _unsafe_globals(torch, path):
+def _unsafe_globals(torch: ModuleType, path: str) -> list[str]:
     try:
         found = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception:  # noqa: BLE001 (only used to word the error message)
@@ -72,7 +74,7 @@ def _unsafe_globals(torch, path):
     return [name for name in found if name not in allowed]
 
 
-def _first_line(error):
+def _first_line(error: BaseException) -> str:
     """The informative part of a torch.load error."""
     text = str(error)
     match = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|$)", text, re.S)
@@ -81,7 +83,7 @@ def _first_line(error):
     return f"{type(error).__name__}: {detail}"
 
 
-def read_checkpoint(path):
+def read_checkpoint(path: str) -> dict[str, Any]:
     """Reads a fairseq checkpoint file without unpickling arbitrary objects.
 
     Args:
@@ -134,7 +136,7 @@ def read_checkpoint(path):
     return state
 
 
-def _namespace_dict(value):
+def _namespace_dict(value: object) -> dict[str, Any] | None:
     if isinstance(value, argparse.Namespace):
         return dict(vars(value))
     if isinstance(value, dict):
@@ -142,7 +144,7 @@ def _namespace_dict(value):
     return None
 
 
-def model_arguments(state):
+def model_arguments(state: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The model arguments of a checkpoint: `args` (fairseq < 0.10) or `cfg["model"]`.
 
     Returns:
@@ -167,7 +169,7 @@ def model_arguments(state):
     return str(architecture), arguments
 
 
-def check_architecture(architecture):
+def check_architecture(architecture: str) -> None:
     """Raises `FairseqImportError` unless `architecture` is one of fairseq's `fconv`
     translation architectures."""
     if architecture not in FCONV_ARCHITECTURES:
@@ -178,7 +180,7 @@ def check_architecture(architecture):
         )
 
 
-def fconv_settings(architecture, arguments):
+def fconv_settings(architecture: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The `fconv` arguments (fairseq's names), with the architecture's defaults (its
     preset, see `convs2s_tf.models.fairseq_preset`) where they are missing."""
     check_architecture(architecture)
@@ -190,11 +192,11 @@ def fconv_settings(architecture, arguments):
     return settings
 
 
-def _numpy(tensor):
+def _numpy(tensor: Any) -> np.ndarray:
     return tensor.detach().cpu().float().numpy().astype(np.float64)
 
 
-def weight_norm_name(key):
+def weight_norm_name(key: str) -> str:
     """`key` with PyTorch's parametrized weight-norm spelling renamed to fairseq's.
 
     `<module>.parametrizations.weight.original0` (g) becomes `<module>.weight_g` and
@@ -214,7 +216,7 @@ class StateDict:
     either spelling (see `weight_norm_name`); messages name the keys of the file.
     """
 
-    def __init__(self, state_dict):
+    def __init__(self, state_dict: Mapping[str, Any]) -> None:
         self.tensors: dict[str, Any] = {}
         self.file_keys: dict[str, str] = {}
         for key, value in state_dict.items():
@@ -232,24 +234,24 @@ class StateDict:
                 )
             self.tensors[name] = value
             self.file_keys[name] = key
-        self.used = set()
+        self.used: set[str] = set()
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return key in self.tensors
 
-    def get(self, key):
+    def get(self, key: str) -> np.ndarray:
         if key not in self.tensors:
             raise FairseqImportError(f"The checkpoint has no parameter {key!r}.")
         self.used.add(key)
         return _numpy(self.tensors[key])
 
-    def has_module(self, prefix):
+    def has_module(self, prefix: str) -> bool:
         return any(key.startswith(prefix + ".") for key in self.tensors)
 
-    def file_key(self, key):
+    def file_key(self, key: str) -> str:
         """The name the file gives `key` (itself if the file has no such key)."""
         return self.file_keys.get(key, key)
 
-    def unused(self):
+    def unused(self) -> list[str]:
         names = set(self.tensors) - self.used - set(_IGNORED_KEYS)
         return sorted(self.file_keys[name] for name in names)

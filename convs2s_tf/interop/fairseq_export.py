@@ -27,6 +27,8 @@ numbers only, not the `argparse.Namespace` of fairseq's own `fconv` checkpoints:
 
 import collections
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +37,14 @@ from convs2s_tf.interop.fairseq_checkpoint import FCONV_ARGUMENTS, import_torch
 from convs2s_tf.interop.fairseq_dictionary import SPECIAL_SYMBOLS, Dictionary
 from convs2s_tf.interop.fairseq_weights import TIED_OUTPUT, fconv_modules, module_parameters
 from convs2s_tf.models import (
+    ConvS2S,
     fairseq_architectures,
     fairseq_preset,
     format_layer_spec,
     parse_attention_spec,
     parse_layer_spec,
 )
+from convs2s_tf.models.convs2s.layer_spec import LayerSpec
 from convs2s_tf.models.families import family_of
 from convs2s_tf.runs import RunDirectory
 
@@ -101,7 +105,7 @@ Fields:
 """
 
 
-def check_exportable(config):
+def check_exportable(config: Mapping[str, Any]) -> None:
     """Raises `FairseqExportError` unless fairseq's `fconv` can hold a `ConvS2S` of `config`
     (a run's model config)."""
     refusal = family_of(config).fairseq_refusal
@@ -120,7 +124,9 @@ def check_exportable(config):
         )
 
 
-def _canonical(settings):
+def _canonical(
+    settings: Mapping[str, Any],
+) -> tuple[Any, list[LayerSpec], list[LayerSpec], Any, list[bool], bool]:
     """The fconv settings that make an architecture, comparable (dropout aside)."""
     layers = {
         side: parse_layer_spec(str(settings[f"{side}_layers"])) for side in ("encoder", "decoder")
@@ -135,7 +141,7 @@ def _canonical(settings):
     )
 
 
-def fairseq_architecture(config):
+def fairseq_architecture(config: Mapping[str, Any]) -> str:
     """The fairseq architecture whose defaults are `config`'s layers and widths, else
     `"fconv"` (every argument is written out either way)."""
     canonical = _canonical(config)
@@ -145,7 +151,7 @@ def fairseq_architecture(config):
     return "fconv"
 
 
-def fconv_model_config(config, architecture):
+def fconv_model_config(config: Mapping[str, Any], architecture: str) -> dict[str, Any]:
     """fairseq's model config (`cfg.model`) of a `ConvS2S` of `config`."""
     settings = {name: config[ours] for name, ours in FCONV_ARGUMENTS.items()}
     _, encoder_layers, decoder_layers, _, attention, _ = _canonical(config)
@@ -167,7 +173,7 @@ def fconv_model_config(config, architecture):
     }
 
 
-def fairseq_state_dict(model):
+def fairseq_state_dict(model: ConvS2S) -> dict[str, np.ndarray]:
     """`model`'s parameters under fairseq's names and layouts (float32 arrays), in the
     order of fairseq's state dict, with the decoder's `version` buffer.
 
@@ -194,7 +200,7 @@ def fairseq_state_dict(model):
     return state
 
 
-def _sentencepiece_dictionary(path):
+def _sentencepiece_dictionary(path: str) -> Dictionary:
     """The dictionary of a trained run: its SentencePiece pieces in id order."""
     import sentencepiece as spm
 
@@ -211,7 +217,9 @@ def _sentencepiece_dictionary(path):
     return Dictionary.from_tokens(pieces[len(SPECIAL_SYMBOLS) :])
 
 
-def fairseq_dictionaries(model_dir, run_config, sentencepiece_model=None):
+def fairseq_dictionaries(
+    model_dir: str, run_config: Mapping[str, Any], sentencepiece_model: str | None = None
+) -> tuple[Dictionary, Dictionary]:
     """The source and target `Dictionary` whose ids are the run's.
 
     Args:
@@ -246,14 +254,15 @@ def fairseq_dictionaries(model_dir, run_config, sentencepiece_model=None):
     return dictionaries
 
 
-def run_languages(run, run_config):
+def run_languages(run: RunDirectory, run_config: Mapping[str, Any]) -> tuple[str, str]:
     """The language codes of a run (a `RunDirectory` and its config): its prepared
     data's, an imported run's fairseq arguments', else `DEFAULT_LANGUAGES`."""
     from convs2s_tf.data.data_directory import PreparedData
 
     if run_config.get("data_dir"):
         try:
-            data = PreparedData.load(run.data_dir(run_config))
+            # Not None: the config names a data directory (checked just above).
+            data = PreparedData.load(run.data_dir(run_config))  # type: ignore[arg-type]
             return data.source_lang, data.target_lang
         except FileNotFoundError:
             pass
@@ -263,7 +272,12 @@ def run_languages(run, run_config):
     return DEFAULT_LANGUAGES
 
 
-def checkpoint_state(state_dict, model_config, task_config, provenance):
+def checkpoint_state(
+    state_dict: Mapping[str, Any],
+    model_config: Mapping[str, Any],
+    task_config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
     """A fairseq 0.12 checkpoint of `state_dict` (a dict of tensors), as its trainer saves
     one (what `checkpoint_utils.load_checkpoint_to_cpu` and its upgrade step read).
 
@@ -294,7 +308,7 @@ def checkpoint_state(state_dict, model_config, task_config, provenance):
     }
 
 
-def _torch_state_dict(state):
+def _torch_state_dict(state: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """`state`'s arrays as tensors; a tied output projection shares the token table's."""
     torch = import_torch(FairseqExportError)
     tensors = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in state.items()}
@@ -305,13 +319,13 @@ def _torch_state_dict(state):
 
 
 def export_run(
-    model_dir,
-    output_dir,
-    checkpoint=None,
-    sentencepiece_model=None,
-    source_lang=None,
-    target_lang=None,
-):
+    model_dir: str,
+    output_dir: str,
+    checkpoint: str | None = None,
+    sentencepiece_model: str | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+) -> ExportResult:
     """Writes the run in `model_dir` as a fairseq `fconv` model (see the module docstring).
 
     Args:
@@ -382,7 +396,12 @@ def export_run(
     return ExportResult(output_dir, path, source_lang, target_lang, copied, architecture)
 
 
-def _copy_sentencepiece_model(run, run_config, sentencepiece_model, output_dir):
+def _copy_sentencepiece_model(
+    run: RunDirectory,
+    run_config: Mapping[str, Any],
+    sentencepiece_model: str | None,
+    output_dir: str,
+) -> str | None:
     """Copies the SentencePiece model (the given one, else the run's) into `output_dir`."""
     import shutil
 

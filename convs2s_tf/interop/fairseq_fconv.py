@@ -11,6 +11,8 @@ The names of those modules are importable from here too.
 
 import collections
 import os
+from collections.abc import Iterable
+from typing import Any
 
 import tensorflow as tf
 
@@ -49,7 +51,7 @@ Fields:
 """
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> Any:
     """`value` with anything JSON cannot hold replaced by its `repr`."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
@@ -60,7 +62,7 @@ def _jsonable(value):
     return repr(value)
 
 
-def _check_sentencepiece(path, dictionaries):
+def _check_sentencepiece(path: str, dictionaries: Iterable[tuple[str, Dictionary]]) -> None:
     """Refuses a SentencePiece model whose pieces are not the dictionaries' tokens."""
     import sentencepiece as spm
 
@@ -84,8 +86,12 @@ def _check_sentencepiece(path, dictionaries):
 
 
 def convert_checkpoint(
-    checkpoint_path, source_dict, target_dict, output_dir, sentencepiece_model=None
-):
+    checkpoint_path: str,
+    source_dict: str,
+    target_dict: str,
+    output_dir: str,
+    sentencepiece_model: str | None = None,
+) -> ConversionResult:
     """Converts a fairseq `fconv` checkpoint into a run directory of this project.
 
     The run directory holds `config.json`, the checkpoint in `best/`, the two

@@ -1,5 +1,8 @@
 """The `ConvS2S` of a fairseq `fconv` checkpoint: its config, built and filled."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from convs2s_tf.interop.fairseq_checkpoint import (
     FairseqImportError,
     fconv_settings,
@@ -10,6 +13,7 @@ from convs2s_tf.interop.fairseq_dictionary import Dictionary
 from convs2s_tf.interop.fairseq_weights import assign_weights
 from convs2s_tf.models import ConvS2S
 from convs2s_tf.models.convs2s.layer_spec import (
+    LayerSpec,
     LayerSpecError,
     format_layer_spec,
     parse_attention_spec,
@@ -18,13 +22,13 @@ from convs2s_tf.models.convs2s.layer_spec import (
 from convs2s_tf.vocabulary import PAD_ID
 
 
-def _shape(state_dict, key):
+def _shape(state_dict: Mapping[str, Any], key: str) -> tuple[int, ...]:
     if key not in state_dict:
         raise FairseqImportError(f"The checkpoint has no parameter {key!r}.")
     return tuple(state_dict[key].shape)
 
 
-def _shares_output_embedding(state_dict):
+def _shares_output_embedding(state_dict: Mapping[str, Any]) -> bool:
     """Whether decoder.fc3 is the decoder's token table (a tied, plain weight)."""
     if "decoder.fc3.weight" not in state_dict or "decoder.embed_tokens.weight" not in state_dict:
         return False
@@ -32,7 +36,7 @@ def _shares_output_embedding(state_dict):
     return tuple(table.shape) == tuple(output.shape) and bool((table == output).all())
 
 
-def _layer_spec(settings, side):
+def _layer_spec(settings: Mapping[str, Any], side: str) -> list[LayerSpec]:
     text = settings[f"{side}_layers"]
     try:
         return parse_layer_spec(text if isinstance(text, str) else repr(list(text)))
@@ -40,7 +44,12 @@ def _layer_spec(settings, side):
         raise FairseqImportError(f"The checkpoint's {side}_layers: {error}") from None
 
 
-def model_config(settings, state_dict, source_dictionary_size, target_dictionary_size):
+def model_config(
+    settings: Mapping[str, Any],
+    state_dict: Mapping[str, Any],
+    source_dictionary_size: int,
+    target_dictionary_size: int,
+) -> dict[str, Any]:
     """The `ConvS2S` arguments of a checkpoint, checked against its tensors.
 
     Sizes of vocabularies and position tables come from the tensors themselves; the
@@ -102,14 +111,16 @@ def model_config(settings, state_dict, source_dictionary_size, target_dictionary
     }
 
 
-def build_model(config):
+def build_model(config: Mapping[str, Any]) -> ConvS2S:
     """A built `ConvS2S` of `config` (every variable created)."""
     model = ConvS2S(**config)
     model(model.dummy_inputs())
     return model
 
 
-def load_fairseq_model(checkpoint_path, source_dictionary, target_dictionary):
+def load_fairseq_model(
+    checkpoint_path: str, source_dictionary: Dictionary | str, target_dictionary: Dictionary | str
+) -> tuple[ConvS2S, dict[str, Any], str, dict[str, Any]]:
     """Reads a fairseq `fconv` checkpoint into a `ConvS2S`.
 
     Args:

@@ -28,13 +28,17 @@ same effective kernel.
 """
 
 import collections
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from convs2s_tf.interop.fairseq_checkpoint import FairseqImportError, StateDict
+from convs2s_tf.models import ConvS2S
+from convs2s_tf.models.convs2s.conv_stack import ConvStack
 
 
-def _effective_weight(g, v):
+def _effective_weight(g: np.ndarray, v: np.ndarray) -> np.ndarray:
     """`g * v / ||v||` for a weight norm stored with `g`'s shape (any `dim`)."""
     if g.ndim == v.ndim and all(size in (1, v.shape[axis]) for axis, size in enumerate(g.shape)):
         axes = tuple(axis for axis in range(v.ndim) if g.shape[axis] == 1)
@@ -45,7 +49,9 @@ def _effective_weight(g, v):
     return v * (g / np.sqrt(np.sum(v * v, axis=axes, keepdims=True)))
 
 
-def _weight_norm_parameters(state, prefix, output_axis):
+def _weight_norm_parameters(
+    state: StateDict, prefix: str, output_axis: int
+) -> tuple[np.ndarray, np.ndarray]:
     """`(v, g)` of a weight-normalised fairseq module, with `g` per output unit.
 
     The usual layout (`weight_g` normalising per output unit, fairseq's only one since
@@ -117,7 +123,7 @@ WEIGHT_NORM_LAYOUTS = {
 }
 
 
-def _stack_modules(side, stack):
+def _stack_modules(side: str, stack: ConvStack) -> list[FairseqModule]:
     """The embeddings, `fc1`, residual projections, convolutions and attention of the
     encoder or decoder (`side`), in fairseq's order (its `ModuleList`s hold no entry where
     a block has no projection or attention)."""
@@ -146,7 +152,7 @@ def _stack_modules(side, stack):
     return modules
 
 
-def fconv_modules(model):
+def fconv_modules(model: ConvS2S) -> list[FairseqModule]:
     """Every fairseq module of `model`'s parameters, in the order of fairseq's state dict.
 
     Args:
@@ -171,7 +177,7 @@ def fconv_modules(model):
 # ------------------------------------------------------------------------ import
 
 
-def _assign(variable, value, key):
+def _assign(variable: Any, value: np.ndarray, key: str) -> None:
     value = np.asarray(value, np.float32)
     if tuple(variable.shape) != value.shape:
         raise FairseqImportError(
@@ -181,7 +187,7 @@ def _assign(variable, value, key):
     variable.assign(value)
 
 
-def _assign_module(module, state):
+def _assign_module(module: FairseqModule, state: StateDict) -> None:
     """Copies one fairseq module's parameters from `state` into its layer."""
     name, kind, layer = module
     if kind == EMBEDDING:
@@ -202,7 +208,7 @@ def _assign_module(module, state):
         _assign(layer.bias, state.get(f"{name}.bias"), f"{name}.bias")
 
 
-def _check_blocks(model, state):
+def _check_blocks(model: ConvS2S, state: StateDict) -> None:
     """Refuses residual projections and attention placed unlike the model's blocks (the
     checkpoint's arguments and tensors disagree), naming the block."""
     for side, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
@@ -221,7 +227,7 @@ def _check_blocks(model, state):
                 )
 
 
-def assign_weights(model, state_dict):
+def assign_weights(model: ConvS2S, state_dict: Mapping[str, Any]) -> None:
     """Copies a fairseq `fconv` state dict into a built `ConvS2S` of matching config.
 
     Raises:
@@ -242,11 +248,11 @@ def assign_weights(model, state_dict):
 # ------------------------------------------------------------------------ export
 
 
-def _value(variable):
+def _value(variable: Any) -> np.ndarray:
     return np.asarray(variable.numpy(), np.float32)
 
 
-def module_parameters(module):
+def module_parameters(module: FairseqModule) -> dict[str, np.ndarray]:
     """One fairseq module's state-dict entries, from its layer's variables.
 
     Args:

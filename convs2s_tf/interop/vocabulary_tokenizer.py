@@ -103,7 +103,7 @@ class VocabularyTokenizer(tf.Module):
                 proto = f.read()
         return cls(Dictionary.load(source_dict), Dictionary.load(target_dict), proto)
 
-    def _pieces(self, texts):
+    def _pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         if self._sentencepiece is not None:
             return self._sentencepiece.tokenize(texts)
         # Python's (and so fairseq's) whitespace, beyond the ASCII set tf.strings.split uses.
@@ -142,7 +142,9 @@ class VocabularyTokenizer(tf.Module):
         piece_ids = tokens.with_flat_values(self._sentencepiece.string_to_id(tokens.flat_values))
         return self._sentencepiece.detokenize(piece_ids)
 
-    def _symbols(self, table, size, ids):
+    def _symbols(
+        self, table: tf.Tensor, size: int, ids: tf.Tensor | tf.RaggedTensor
+    ) -> tf.Tensor | tf.RaggedTensor:
         if isinstance(ids, tf.RaggedTensor):
             return ids.with_flat_values(self._symbols(table, size, ids.flat_values))
         ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
@@ -158,7 +160,7 @@ class VocabularyTokenizer(tf.Module):
         return self._symbols(self._source_symbols, self.source_vocab_size, ids)
 
 
-def _string_sentencepiece(model_proto):
+def _string_sentencepiece(model_proto: bytes) -> Any:
     """A tf-text SentencePiece tokenizer yielding piece strings, its resource shared by
     name as `convs2s_tf.data.tokenizer.Tokenizer` does (it survives kernel-cache resets)."""
     import tensorflow_text as tf_text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -18,8 +18,8 @@ def scale_gradient(inputs: tf.Tensor, scale: float | tf.Tensor) -> tf.Tensor:
     """
 
     @tf.custom_gradient
-    def _scale(x):
-        def grad(upstream):
+    def _scale(x: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+        def grad(upstream: tf.Tensor) -> tf.Tensor:
             return upstream * tf.cast(scale, upstream.dtype)
 
         return tf.identity(x), grad

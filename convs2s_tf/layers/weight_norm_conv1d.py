@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -206,7 +206,9 @@ class WeightNormConv1D(WeightNormFolding, keras.layers.Layer):
 
 
 @tf.custom_gradient
-def _conv1d_valid(inputs, kernel):
+def _conv1d_valid(
+    inputs: tf.Tensor, kernel: tf.Tensor
+) -> tuple[tf.Tensor, Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]]:
     """`tf.nn.conv1d(inputs, kernel, 1, "VALID")` whose kernel gradient is plain matmuls.
 
     oneDNN's filter gradient of a 1-D convolution (Conv2DBackpropFilter) costs well
@@ -216,7 +218,7 @@ def _conv1d_valid(inputs, kernel):
     """
     outputs = tf.nn.conv1d(inputs, kernel, stride=1, padding="VALID")
 
-    def gradient(upstream):
+    def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         kernel_size, input_dim, filters = kernel.shape
         # Restated from the inputs: oneDNN gives an empty batch a wrongly shaped output.
         shape = tf.shape(inputs)

@@ -7,10 +7,13 @@ and a non-float variable keeps the last checkpoint's value.
 """
 
 import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from convs2s_tf.models import ConvS2S
 from convs2s_tf.runs.checkpoints import CheckpointError, restore_checkpoint
 from convs2s_tf.runs.loading import build_model
 from convs2s_tf.runs.run_directory import RunDirectory
@@ -19,7 +22,7 @@ from convs2s_tf.runs.run_directory import RunDirectory
 AVERAGED_FROM_KEY = "averaged_from"
 
 
-def average_checkpoints(paths, model):
+def average_checkpoints(paths: Sequence[str], model: ConvS2S) -> None:
     """Sets `model`'s weights to the element-wise mean of those of `paths`.
 
     Args:
@@ -53,7 +56,7 @@ def average_checkpoints(paths, model):
             variable.assign((total / len(paths)).astype(value.dtype))
 
 
-def check_same_model(run_config, paths):
+def check_same_model(run_config: Mapping[str, Any], paths: Sequence[str]) -> None:
     """Refuses checkpoints written by a run with another model config.
 
     Args:
@@ -77,7 +80,7 @@ def check_same_model(run_config, paths):
             )
 
 
-def averaged_model(run_config, paths):
+def averaged_model(run_config: Mapping[str, Any], paths: Sequence[str]) -> ConvS2S:
     """A model built from `run_config` holding the mean of `paths`' weights.
 
     Raises:
@@ -90,7 +93,7 @@ def averaged_model(run_config, paths):
     return model
 
 
-def write_averaged_checkpoint(model_dir, paths):
+def write_averaged_checkpoint(model_dir: str, paths: Sequence[str]) -> str:
     """Writes the mean of `paths` into the run's `averaged/` (`average_last_n`).
 
     Args:
@@ -105,7 +108,7 @@ def write_averaged_checkpoint(model_dir, paths):
     return run.averaged_checkpoint_manager(tf.train.Checkpoint(model=model)).save()
 
 
-def write_averaged_run(source_dir, paths, output_dir):
+def write_averaged_run(source_dir: str, paths: Sequence[str], output_dir: str) -> str:
     """Writes a run directory holding the mean of `paths` as its `best/` checkpoint.
 
     Its `config.json` is the source run's (the files it names as absolute paths) plus
@@ -148,7 +151,7 @@ def write_averaged_run(source_dir, paths, output_dir):
     return output.best_checkpoint_manager(tf.train.Checkpoint(model=model)).save()
 
 
-def last_checkpoints(paths, count, where):
+def last_checkpoints(paths: Sequence[str], count: int, where: str) -> Sequence[str]:
     """The last `count` of `paths` (oldest first), or a clear error if there are fewer.
 
     Args:

@@ -85,7 +85,7 @@ class VocabularyFiles(NamedTuple):
     sentencepiece_model: str | None
 
 
-def _absolute(path):
+def _absolute(path: str) -> str:
     # A URL (gs://...) is absolute already; os.path.abspath would mangle it.
     return path if "://" in path else os.path.abspath(path)
 
@@ -358,7 +358,10 @@ class RunDirectory:
         """
         portable = dict(run_config)
         if portable.get("sentencepiece_model"):
-            portable["sentencepiece_model"] = _absolute(self.sentencepiece_model(run_config))
+            # Not None: the config names a model (checked just above).
+            portable["sentencepiece_model"] = _absolute(
+                self.sentencepiece_model(run_config)  # type: ignore[arg-type]
+            )
         if portable.get("data_dir"):
             portable["data_dir"] = _absolute(self.resolve(portable["data_dir"]))
         if portable.get("vocabulary"):

@@ -2,21 +2,25 @@
 
 import os
 import shutil
+from typing import Any
 
 import tensorflow as tf
 from absl import logging
 
+from convs2s_tf.runs import RunDirectory
 from convs2s_tf.runs.checkpoints import (
     CheckpointError,
     UnreadableCheckpointError,
     restore_checkpoint,
 )
+from convs2s_tf.training.plateau import PlateauSchedule
+from convs2s_tf.training.training_state import TrainingState
 
 # Where `TrainingState.best_valid_loss` is in a checkpoint written by `TrainingCheckpoints`.
 _BEST_LOSS_KEY = "state/best_valid_loss/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def _best_valid_loss(path):
+def _best_valid_loss(path: str) -> float | None:
     """The best validation loss recorded in the checkpoint `path`; None if it holds no
     training state (the model alone: an imported or averaged run's)."""
     if _BEST_LOSS_KEY not in dict(tf.train.list_variables(path)):
@@ -48,15 +52,15 @@ class TrainingCheckpoints:
 
     def __init__(
         self,
-        run_directory,
-        model,
-        optimizer,
-        state,
-        schedule,
-        keep,
-        worker_id=None,
-        keep_epoch_ends=0,
-    ):
+        run_directory: RunDirectory,
+        model: Any,
+        optimizer: Any,
+        state: TrainingState,
+        schedule: PlateauSchedule,
+        keep: int,
+        worker_id: int | None = None,
+        keep_epoch_ends: int = 0,
+    ) -> None:
         self.run_directory = run_directory
         self.model = model
         self.optimizer = optimizer
@@ -82,7 +86,7 @@ class TrainingCheckpoints:
             else None
         )
 
-    def save(self, best=False, epoch_end=False):
+    def save(self, best: bool = False, epoch_end: bool = False) -> str:
         """Saves a checkpoint of the current step, also as the best one if `best`, and
         the model as an epoch end if `epoch_end` (and epoch ends are kept).
 
@@ -107,7 +111,7 @@ class TrainingCheckpoints:
             shutil.rmtree(self.write_directory.path, ignore_errors=True)
         return path
 
-    def resume(self):
+    def resume(self) -> str | None:
         """Restores the checkpoint a resumed run continues from, if there is one.
 
         That is the latest one (see `RunDirectory.resume_checkpoint`). If it cannot be
@@ -217,7 +221,7 @@ class TrainingCheckpoints:
             return path
         raise failure
 
-    def restore(self, path):
+    def restore(self, path: str) -> None:
         """Restores `path` into the model, optimiser, state and schedule.
 
         Raises:

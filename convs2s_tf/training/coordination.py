@@ -93,7 +93,7 @@ class Coordinator:
         return bool(sums[0]), bool(sums[1])
 
     @tf.function
-    def _sum(self, values):
+    def _sum(self, values: tf.Tensor) -> tf.Tensor:
         per_replica = self.strategy.run(tf.identity, args=(values,))
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
@@ -113,8 +113,8 @@ class Coordinator:
         return local(chief)[0].numpy(), int(local(differing)[0].numpy())
 
     @tf.function
-    def _disagreement(self, values):
-        def compare_with_first_replica(values):
+    def _disagreement(self, values: Any) -> tuple[Any, Any]:
+        def compare_with_first_replica(values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             context = tf.distribute.get_replica_context()
             first = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), tf.float64)
             chief = context.all_reduce(tf.distribute.ReduceOp.SUM, values * first)
@@ -152,8 +152,8 @@ class Coordinator:
             "every worker must read the same run directory and data directory."
         )
 
-    def _broadcast_fn(self, values):
-        def keep_on_first_replica(values):
+    def _broadcast_fn(self, values: tf.Tensor) -> tf.Tensor:
+        def keep_on_first_replica(values: tf.Tensor) -> tf.Tensor:
             # Replica 0 of the sync group lives on the chief (worker 0).
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             return values * tf.cast(tf.equal(replica, 0), tf.float64)

@@ -1,10 +1,13 @@
 """Nesterov SGD with the update in one fused kernel per variable."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 
-def _resource_handle(variable):
+def _resource_handle(variable: Any) -> tf.Tensor:
     # Keras 3 variables wrap a tf.Variable (`.value`); under a distribution strategy's
     # update the per-device component arrives, which may be either kind.
     if hasattr(variable, "handle"):
@@ -42,7 +45,7 @@ class FusedSGD(keras.optimizers.SGD):
     [0.5024999976158142, 1.502500057220459]
     """
 
-    def build(self, variables):
+    def build(self, variables: Sequence[Any]) -> None:
         if self.built:
             return
         super().build(variables)
@@ -51,19 +54,21 @@ class FusedSGD(keras.optimizers.SGD):
             shape=(), dtype="float32", initializer="zeros", name="previous_learning_rate"
         )
 
-    def _backend_update_step(self, gradients, trainable_variables, learning_rate):
+    def _backend_update_step(
+        self, gradients: Sequence[Any], trainable_variables: Sequence[Any], learning_rate: Any
+    ) -> None:
         if self.momentum:
             self._rescale_velocity(learning_rate)
         super()._backend_update_step(gradients, trainable_variables, learning_rate)
         self.previous_learning_rate.assign(tf.cast(learning_rate, tf.float32))
 
-    def _rescale_velocity(self, learning_rate):
+    def _rescale_velocity(self, learning_rate: Any) -> None:
         rate = tf.cast(learning_rate, tf.float32)
         previous = tf.convert_to_tensor(self.previous_learning_rate)
         changed = tf.logical_and(previous > 0, tf.not_equal(rate, previous))
         ratio = tf.where(previous > 0, rate / tf.maximum(previous, 1e-30), 1.0)
 
-        def rescale():
+        def rescale() -> tf.Tensor:
             # A pass over every slot, taken only on the update after a rate change.
             for velocity in self.momentums:
                 velocity.assign(velocity * tf.cast(ratio, velocity.dtype))
@@ -71,7 +76,7 @@ class FusedSGD(keras.optimizers.SGD):
 
         tf.cond(changed, rescale, lambda: tf.constant(False))
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         if self.momentum == 0 or isinstance(gradient, tf.IndexedSlices):
             return super().update_step(gradient, variable, learning_rate)
         momentum_slot = self.momentums[self._get_variable_index(variable)]

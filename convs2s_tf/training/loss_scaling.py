@@ -50,13 +50,13 @@ class DynamicLossScale:
         counter = self.keras_optimizer.step_counter
         growth_steps = self.keras_optimizer.dynamic_growth_steps
 
-        def finite_step():
+        def finite_step() -> tf.Tensor:
             grow = tf.equal(counter, growth_steps - 1)
             self.scale.assign(tf.where(grow, self.scale * 2.0, self.scale))
             counter.assign(tf.where(grow, tf.zeros_like(counter), counter + 1))
             return tf.constant(True)
 
-        def overflow():
+        def overflow() -> tf.Tensor:
             self.scale.assign(self.scale * 0.5)
             counter.assign(tf.zeros_like(counter))
             return tf.constant(False)

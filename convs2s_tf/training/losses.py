@@ -1,8 +1,12 @@
 """Token-level cross-entropy with label smoothing, as sums over non-pad tokens."""
 
 import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
+
+from convs2s_tf.models.families import TranslationModel
 
 # Row counts handed to the XLA-compiled loss are rounded up to a multiple of this, so
 # it compiles once per bucket (at most max_tokens / TOKEN_BUCKET shapes, each in well
@@ -10,22 +14,26 @@ import tensorflow as tf
 TOKEN_BUCKET = 64
 
 
-def bucketed_token_count(num_tokens):
+def bucketed_token_count(num_tokens: tf.Tensor) -> tf.Tensor:
     """`num_tokens` rounded up to a multiple of `TOKEN_BUCKET` (an int32 tensor)."""
     return (num_tokens + TOKEN_BUCKET - 1) // TOKEN_BUCKET * TOKEN_BUCKET
 
 
 @functools.lru_cache(maxsize=None)
-def _fused_loss_functions(label_smoothing):
+def _fused_loss_functions(
+    label_smoothing: float,
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """XLA-compiled forward and backward of the smoothed cross-entropy, per `eps`."""
 
-    def constants(logits):
+    def constants(logits: tf.Tensor) -> tuple[float, float, float]:
         vocab_size = float(logits.shape[-1])
         eps_i = label_smoothing / (vocab_size - 1.0)
         return vocab_size, eps_i, 1.0 - label_smoothing - eps_i
 
     @tf.function(jit_compile=True)
-    def forward(logits, bias, targets, weights):
+    def forward(
+        logits: tf.Tensor, bias: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         vocab_size, eps_i, target_weight = constants(logits)
         shifted = tf.cast(logits, tf.float32) + bias
         row_max = tf.reduce_max(shifted, axis=-1, keepdims=True)
@@ -38,7 +46,14 @@ def _fused_loss_functions(label_smoothing):
         return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), log_normaliser
 
     @tf.function(jit_compile=True)
-    def backward(logits, bias, targets, weights, log_normaliser, upstream):
+    def backward(
+        logits: tf.Tensor,
+        bias: tf.Tensor,
+        targets: tf.Tensor,
+        weights: tf.Tensor,
+        log_normaliser: tf.Tensor,
+        upstream: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         vocab_size, eps_i, target_weight = constants(logits)
         probabilities = tf.exp(tf.cast(logits, tf.float32) + bias - log_normaliser[:, None])
         on_target = tf.one_hot(targets, logits.shape[-1], on_value=target_weight, off_value=0.0)
@@ -51,7 +66,13 @@ def _fused_loss_functions(label_smoothing):
     return forward, backward
 
 
-def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
+def fused_token_losses(
+    logits: tf.Tensor,
+    bias: tf.Tensor,
+    targets: tf.Tensor,
+    weights: tf.Tensor,
+    label_smoothing: float = 0.0,
+) -> tuple[tf.Tensor, tf.Tensor]:
     """Summed training loss and NLL of `logits + bias`, in XLA-fused passes.
 
     Label smoothing follows the authors' implementation: per token
@@ -83,10 +104,13 @@ def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
     targets = tf.cast(targets, tf.int32)
 
     @tf.custom_gradient
-    def loss_fn(logits, bias):
+    def loss_fn(logits: tf.Tensor, bias: tf.Tensor) -> tuple[
+        tuple[tf.Tensor, tf.Tensor],
+        Callable[[tf.Tensor, tf.Tensor | None], tuple[tf.Tensor, tf.Tensor]],
+    ]:
         loss_sum, nll_sum, log_normaliser = forward(logits, bias, targets, weights)
 
-        def grad(upstream, _):
+        def grad(upstream: tf.Tensor, _: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor]:
             return backward(logits, bias, targets, weights, log_normaliser, upstream)
 
         return (loss_sum, tf.stop_gradient(nll_sum)), grad
@@ -94,7 +118,13 @@ def fused_token_losses(logits, bias, targets, weights, label_smoothing=0.0):
     return loss_fn(logits, bias)
 
 
-def batch_loss_sums(model, batch, label_smoothing, training, static_shapes=False):
+def batch_loss_sums(
+    model: TranslationModel,
+    batch: Mapping[str, tf.Tensor],
+    label_smoothing: float,
+    training: bool,
+    static_shapes: bool = False,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The summed loss and NLL of `model` on `batch`, and its number of target tokens.
 
     Logits are computed at non-pad targets only (the output projection of padding would

@@ -1,5 +1,7 @@
 """The paper's annealing: shrink the learning rate when validation stops improving."""
 
+from typing import Any
+
 import tensorflow as tf
 from absl import logging
 
@@ -26,7 +28,7 @@ class PlateauSchedule(tf.Module):
     [0.25, 0.25, 0.025, 0.25]
     """
 
-    def __init__(self, shrink=0.1, threshold=1e-4, patience=0):
+    def __init__(self, shrink: float = 0.1, threshold: float = 1e-4, patience: int = 0) -> None:
         super().__init__(name="plateau_schedule")
         self.shrink = float(shrink)
         self.threshold = float(threshold)
@@ -34,11 +36,11 @@ class PlateauSchedule(tf.Module):
         self.best = tf.Variable(float("inf"), trainable=False, name="best")
         self.bad_epochs = tf.Variable(0, dtype=tf.int64, trainable=False, name="bad_epochs")
 
-    def improves(self, metric):
+    def improves(self, metric: float) -> bool:
         """Whether `metric` counts as an improvement over the best so far."""
         return metric < float(self.best.numpy()) * (1.0 - self.threshold)
 
-    def step(self, metric, learning_rate):
+    def step(self, metric: float, learning_rate: float) -> float:
         """Records an epoch's validation `metric`; returns the learning rate to use next."""
         if self.improves(metric):
             self.best.assign(metric)
@@ -51,7 +53,9 @@ class PlateauSchedule(tf.Module):
         return learning_rate * self.shrink
 
 
-def anneal_learning_rate(schedule, learning_rate, optimizer, valid_loss):
+def anneal_learning_rate(
+    schedule: PlateauSchedule, learning_rate: tf.Variable, optimizer: Any, valid_loss: float
+) -> float:
     """Steps `schedule` with an epoch's validation loss and applies the rate it gives.
 
     Args:
@@ -71,7 +75,9 @@ def anneal_learning_rate(schedule, learning_rate, optimizer, valid_loss):
     return new_rate
 
 
-def set_learning_rate(learning_rate, optimizer, new_rate, reason):
+def set_learning_rate(
+    learning_rate: tf.Variable, optimizer: Any, new_rate: float, reason: str
+) -> None:
     """Sets the checkpointed rate and the optimiser's to `new_rate`, logging `reason`.
 
     The optimiser rescales its velocity to the new rate at the next update.

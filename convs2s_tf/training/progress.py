@@ -2,8 +2,12 @@
 
 import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import keras
+
+from convs2s_tf.training.summaries import SummaryLogger
 
 
 class EpochProgress:
@@ -20,7 +24,13 @@ class EpochProgress:
         show_bar: Whether to show the console progress bar.
     """
 
-    def __init__(self, summaries, log_every_steps, steps_per_epoch, show_bar):
+    def __init__(
+        self,
+        summaries: SummaryLogger,
+        log_every_steps: int,
+        steps_per_epoch: int | None,
+        show_bar: bool,
+    ) -> None:
         self.summaries = summaries
         self.log_every_steps = log_every_steps
         self.bar = (
@@ -33,11 +43,13 @@ class EpochProgress:
         self._epoch_tokens, self._epoch_start = 0.0, time.time()
         self._window_tokens, self._window_start = 0.0, time.time()
 
-    def tokens_per_second(self):
+    def tokens_per_second(self) -> float:
         """Target tokens per second since the epoch (or its resumed part) began."""
         return self._epoch_tokens / max(time.time() - self._epoch_start, 1e-9)
 
-    def update(self, batches, step, result, learning_rate):
+    def update(
+        self, batches: int, step: int, result: Mapping[str, Any], learning_rate: float
+    ) -> None:
         """Records one update.
 
         Args:
@@ -63,7 +75,13 @@ class EpochProgress:
                 ],
             )
 
-    def _log_scalars(self, step, result, learning_rate, tokens_per_second):
+    def _log_scalars(
+        self,
+        step: int,
+        result: Mapping[str, Any],
+        learning_rate: float,
+        tokens_per_second: float,
+    ) -> None:
         self.summaries.scalars(
             "train",
             step,

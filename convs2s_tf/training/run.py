@@ -3,6 +3,8 @@
 import hashlib
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import tensorflow as tf
 from absl import logging
@@ -19,6 +21,7 @@ from convs2s_tf.models.families import build_model
 from convs2s_tf.runs import RunDirectory, load_trained_model
 from convs2s_tf.runs.averaging import write_averaged_checkpoint
 from convs2s_tf.training.budget import WallClockLimit
+from convs2s_tf.training.config import TrainingConfig
 from convs2s_tf.training.coordination import Preempted, PreemptionWatch
 from convs2s_tf.training.strategies import create_strategy
 from convs2s_tf.training.trainer import PREEMPTED, Trainer
@@ -27,7 +30,7 @@ from convs2s_tf.training.trainer import PREEMPTED, Trainer
 __all__ = ["WallClockLimit", "run_training", "average_last_epoch_ends", "evaluate_best"]
 
 
-def file_sha256(path):
+def file_sha256(path: str) -> str:
     """The SHA-256 hex digest of a file's bytes."""
     digest = hashlib.sha256()
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -37,19 +40,19 @@ def file_sha256(path):
 
 
 def run_training(
-    data_dir,
-    model_dir,
-    model_config,
-    training_config,
-    train_dataset_kwargs,
-    eval_dataset_kwargs,
-    strategy_name="mirrored",
-    max_train_minutes=0.0,
-    anneal_final_minutes=0.0,
-    test_beam_size=5,
-    hparams=None,
-    strategy=None,
-):
+    data_dir: str,
+    model_dir: str,
+    model_config: Mapping[str, Any],
+    training_config: TrainingConfig,
+    train_dataset_kwargs: Mapping[str, Any],
+    eval_dataset_kwargs: Mapping[str, Any],
+    strategy_name: str = "mirrored",
+    max_train_minutes: float = 0.0,
+    anneal_final_minutes: float = 0.0,
+    test_beam_size: int = 5,
+    hparams: Mapping[str, Any] | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict[str, Any]:
     """Trains on prepared data in `data_dir`, averages the last epoch ends if
     `training_config.average_last_n`, then reports the test BLEU of the model the run
     ends with (the averaged one, else the best checkpoint). With `anneal_final_minutes`
@@ -96,15 +99,15 @@ def run_training(
 
 
 def _trainer(
-    data_dir,
-    model_dir,
-    model_config,
-    training_config,
-    train_dataset_kwargs,
-    eval_dataset_kwargs,
-    strategy,
-    hparams,
-):
+    data_dir: str,
+    model_dir: str,
+    model_config: Mapping[str, Any],
+    training_config: TrainingConfig,
+    train_dataset_kwargs: Mapping[str, Any],
+    eval_dataset_kwargs: Mapping[str, Any],
+    strategy: tf.distribute.Strategy,
+    hparams: Mapping[str, Any] | None,
+) -> tuple[Trainer, PreparedData, TrainingData, tf.data.Dataset]:
     """Returns (the run's `Trainer`, its run config written; its `PreparedData`; its
     `TrainingData`; its validation dataset)."""
     prepared = PreparedData.load(data_dir)
@@ -149,7 +152,13 @@ def _trainer(
     return trainer, prepared, training_data, valid
 
 
-def _finish(model_dir, prepared, training_config, test_beam_size, result):
+def _finish(
+    model_dir: str,
+    prepared: PreparedData,
+    training_config: TrainingConfig,
+    test_beam_size: int,
+    result: dict[str, Any],
+) -> dict[str, Any]:
     """The chief's end of a run: averages the epoch ends and tests the model the run
     ends with, unless `test_results.json` holds the test of this step already."""
     results_path = RunDirectory(model_dir).test_results_path
@@ -166,7 +175,7 @@ def _finish(model_dir, prepared, training_config, test_beam_size, result):
     return result
 
 
-def _recorded_test_results(path, step, beam_size):
+def _recorded_test_results(path: str, step: int, beam_size: int) -> dict[str, Any] | None:
     """The test results in `path` if they are of `step` and beam `beam_size`, else None
     (none there, or torn)."""
     try:
@@ -179,7 +188,7 @@ def _recorded_test_results(path, step, beam_size):
     return recorded
 
 
-def _write_json_atomically(path, value):
+def _write_json_atomically(path: str, value: Any) -> None:
     """Writes `value` as JSON to `path` through a temporary file renamed over it, so a
     kill never leaves it half written."""
     temporary = f"{path}.tmp"
@@ -188,7 +197,7 @@ def _write_json_atomically(path, value):
     tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
-def average_last_epoch_ends(model_dir, count):
+def average_last_epoch_ends(model_dir: str, count: int) -> dict[str, Any]:
     """Writes the mean of the run's last `count` epoch ends into its `averaged/`.
 
     Args:
@@ -221,7 +230,9 @@ def average_last_epoch_ends(model_dir, count):
     return {"averaged_checkpoint": path, "averaged_from": paths}
 
 
-def evaluate_best(model_dir, prepared, search_config, split="test"):
+def evaluate_best(
+    model_dir: str, prepared: PreparedData, search_config: SearchConfig, split: str = "test"
+) -> dict[str, Any]:
     """Scores `split` with the model the run ends with (`RunDirectory.find_checkpoint`:
     the averaged one, else the best, else the latest) exactly as `pipelines.evaluate`
     does with default flags: same loading, batches and search."""

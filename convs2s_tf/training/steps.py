@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
@@ -71,7 +72,9 @@ class TrainingSteps:
         """Whether an update spans several micro-batches (`update_freq` > 1)."""
         return self.accumulators is not None
 
-    def _create_accumulators(self):
+    # Any: `(list[tf.Variable], tf.Variable)`, or `(None, None)` without accumulation;
+    # the methods that read them run only when accumulating, which mypy cannot follow.
+    def _create_accumulators(self) -> tuple[Any, Any]:
         """Gradient and loss-sum accumulators when updates span micro-batches, else Nones."""
         if self.config.update_freq == 1:
             return None, None
@@ -81,7 +84,7 @@ class TrainingSteps:
         ]
         return gradients, tf.Variable(tf.zeros([4]), trainable=False)
 
-    def _replica_gradients(self, batch):
+    def _replica_gradients(self, batch: Any) -> tuple[list[tf.Tensor], tf.Tensor]:
         with tf.GradientTape() as tape:
             loss_sum, nll_sum, tokens = batch_loss_sums(
                 self.model,
@@ -100,12 +103,12 @@ class TrainingSteps:
         vote = tf.cast(self.stop_vote, loss_sum.dtype)
         return gradients, tf.stack([loss_sum, nll_sum, tokens, vote])
 
-    def _reduced_gradients(self, batch):
+    def _reduced_gradients(self, batch: Any) -> tuple[list[tf.Tensor], tf.Tensor]:
         gradients, sums = self.strategy.run(self._replica_gradients, args=(batch,))
         gradients = [self.strategy.reduce(_SUM, g, axis=None) for g in gradients]
         return gradients, self.strategy.reduce(_SUM, sums, axis=None)
 
-    def _apply(self, gradients, sums):
+    def _apply(self, gradients: Sequence[tf.Tensor], sums: tf.Tensor) -> dict[str, tf.Tensor]:
         tokens = tf.maximum(sums[2], 1.0)
         # The per-token mean, the loss scale (float16) and the clipping to `clip_norm`
         # in one scale (one pass over each gradient):
@@ -123,7 +126,7 @@ class TrainingSteps:
             factor = warmup_factor(self.config.warmup, self.state.step, self.config.warmup_steps)
             self.optimizer.learning_rate.assign(self.state.learning_rate * factor)
 
-        def apply():
+        def apply() -> tf.Tensor:
             self.optimizer.apply(gradients, self.model.trainable_variables)
             return tf.constant(True)
 
@@ -141,17 +144,17 @@ class TrainingSteps:
             "stop_votes": sums[3],
         }
 
-    def _train_step_fn(self, batch):
+    def _train_step_fn(self, batch: Any) -> dict[str, tf.Tensor]:
         return self._apply(*self._reduced_gradients(batch))
 
-    def _accumulate_fn(self, batch):
+    def _accumulate_fn(self, batch: Any) -> tf.Tensor:
         gradients, sums = self._reduced_gradients(batch)
         for accumulator, gradient in zip(self.accumulators, gradients):
             accumulator.assign_add(gradient)
         self.accumulated_sums.assign_add(sums)
         return sums
 
-    def _apply_accumulated_fn(self):
+    def _apply_accumulated_fn(self) -> dict[str, tf.Tensor]:
         result = self._apply([tf.identity(a) for a in self.accumulators], self.accumulated_sums)
         with tf.control_dependencies(list(result.values())):
             for accumulator in self.accumulators:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 from tensorflow.python.distribute import collective_all_reduce_strategy
 
@@ -85,7 +87,9 @@ def _multi_worker_on(count: int) -> tf.distribute.Strategy:
     extended = collective_all_reduce_strategy.CollectiveAllReduceExtended
     original = extended._initialize_local_devices
 
-    def local_devices(self, cluster_resolver, worker_device):
+    def local_devices(
+        self: Any, cluster_resolver: Any, worker_device: str
+    ) -> tuple[tuple[str, ...], str]:
         names = tuple(f"{worker_device}/device:CPU:{i}" for i in range(count))
         return names, "CPU"
 

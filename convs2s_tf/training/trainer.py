@@ -9,7 +9,7 @@ limits that stop a run (`stop_reasons`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
@@ -176,7 +176,7 @@ class Trainer:
         self.budget.cooldown_condition = condition
 
     # ---------------------------------------------------------- model and steps
-    def _build_steps(self, element_spec):
+    def _build_steps(self, element_spec: Any) -> None:
         """Traces the step functions for the dataset's element spec (see `TrainingSteps`)."""
         self.steps.build(element_spec)
         self._train_step = self.steps.train_step
@@ -240,7 +240,7 @@ class Trainer:
             self.run_directory.write_config(run_config)
 
     # --------------------------------------------------------------- training
-    def _should_stop(self):
+    def _should_stop(self) -> str | None:
         """Why the run stops before the next epoch (a limit it reached), or None."""
         return limit_reached(self.config, self.state, self.budget.expired)
 
@@ -274,7 +274,7 @@ class Trainer:
         self.summaries.flush()
         return {**self._final_state(), "stop_reason": stop_reason, **last_valid}
 
-    def _final_state(self):
+    def _final_state(self) -> dict[str, Any]:
         return {
             "step": int(self.state.step.numpy()),
             "epoch": int(self.state.epoch.numpy()),
@@ -282,7 +282,7 @@ class Trainer:
             "train_seconds": self.clock.seconds(),
         }
 
-    def _already_finished(self, stop_reason):
+    def _already_finished(self, stop_reason: str) -> dict[str, Any]:
         """The result of a restored run that had stopped already: says so, trains nothing."""
         message = (
             f"Nothing to train: the run in {self.model_dir} stopped at step "
@@ -294,7 +294,9 @@ class Trainer:
         logging.info(message)
         return {**self._final_state(), "stop_reason": stop_reason, "already_finished": True}
 
-    def _train_epochs(self, training_input, valid_dataset):
+    def _train_epochs(
+        self, training_input: TrainingInput, valid_dataset: tf.data.Dataset | None
+    ) -> tuple[dict[str, Any], str | None]:
         """Trains epochs until a stop; returns (last validation results, stop reason)."""
         steps_per_epoch = training_input.steps_per_epoch(self.placement)
         first_epoch = int(self.state.epoch.numpy()) + 1
@@ -332,7 +334,7 @@ class Trainer:
             self.save()
         return last_valid, stop_reason
 
-    def _train_epoch(self, iterator, steps_per_epoch):
+    def _train_epoch(self, iterator: Iterator[Any], steps_per_epoch: int) -> str | None:
         """Trains on the open epoch's remaining steps; returns why training stopped
         inside it, or None at its end."""
         config = self.config
@@ -378,7 +380,9 @@ class Trainer:
         return stop_reason
 
     # ------------------------------------------------------------- epoch ends
-    def _end_epoch(self, epoch, valid_dataset, complete=True):
+    def _end_epoch(
+        self, epoch: int, valid_dataset: tf.data.Dataset | None, complete: bool = True
+    ) -> dict[str, Any]:
         """Validates, logs and checkpoints; `complete=False` when training stops inside
         the epoch (no annealing step then, as in fairseq, and the epoch stays open).
 
@@ -427,7 +431,7 @@ class Trainer:
             valid_dataset, int(self.state.step.numpy()), should_stop=self.votes.stop_requested
         )
 
-    def _wait_for_chief_validation(self):
+    def _wait_for_chief_validation(self) -> None:
         """A worker's part of the chief's validation (`ValidationVotes.wait_for_chief`):
         the trainer's own method, so that a run can act where a worker starts waiting
         (tests/helpers/multi_worker_preemption.py sends a SIGTERM there)."""

@@ -1,6 +1,7 @@
 """Validation during training: loss, perplexity, BLEU, sample translations, attention."""
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -8,8 +9,10 @@ import tensorflow as tf
 
 from convs2s_tf.decoding import SearchConfig, best_hypothesis_function
 from convs2s_tf.evaluation import corpus_scores
+from convs2s_tf.training.config import TrainingConfig
 from convs2s_tf.training.coordination import Preempted
 from convs2s_tf.training.losses import batch_loss_sums
+from convs2s_tf.training.summaries import SummaryLogger
 from convs2s_tf.vocabulary import EOS_ID
 
 _IDS = tf.TensorSpec([None, None], tf.int32)
@@ -31,7 +34,14 @@ class Validator:
         is_chief: Whether this worker writes translations and images.
     """
 
-    def __init__(self, model, config, summaries, tokenizer=None, is_chief=True):
+    def __init__(
+        self,
+        model: Any,
+        config: TrainingConfig,
+        summaries: SummaryLogger,
+        tokenizer: Any = None,
+        is_chief: bool = True,
+    ) -> None:
         self.model = model
         self.config = config
         self.summaries = summaries
@@ -44,7 +54,9 @@ class Validator:
             model, SearchConfig(beam_size=max(config.valid_beam_size, 1))
         )
 
-    def _loss_sums_fn(self, source, target_input, target):
+    def _loss_sums_fn(
+        self, source: tf.Tensor, target_input: tf.Tensor, target: tf.Tensor
+    ) -> tf.Tensor:
         batch = {"source": source, "target_input": target_input, "target": target}
         sums = batch_loss_sums(
             self.model,
@@ -55,7 +67,12 @@ class Validator:
         )
         return tf.stack(sums)
 
-    def validate(self, valid_dataset, step, should_stop=None):
+    def validate(
+        self,
+        valid_dataset: tf.data.Dataset,
+        step: int,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
         """Validation loss, perplexity and (with a tokenizer) BLEU, logged at `step`.
 
         Args:
@@ -113,13 +130,15 @@ class Validator:
         self.summaries.scalars("valid", step, scalars)
         return results
 
-    def _decode_text(self, tokens):
+    def _decode_text(self, tokens: tf.Tensor) -> list[str]:
         return [t.decode("utf-8") for t in self.tokenizer.decode(tokens).numpy()]
 
-    def _pieces(self, ids):
+    def _pieces(self, ids: Sequence[int]) -> list[str]:
         return [piece.decode("utf-8") for piece in self.tokenizer.id_to_piece(ids).numpy()]
 
-    def _log_attention(self, valid_dataset, step, check):
+    def _log_attention(
+        self, valid_dataset: tf.data.Dataset, step: int, check: Callable[[], None]
+    ) -> None:
         """Plots every attention block over the first validation sentences' translations
         (`check` raises `Preempted` before the search if asked to stop)."""
         count = self.config.attention_sentences
@@ -150,7 +169,7 @@ class Validator:
                 )
 
 
-def _first_sources(valid_dataset, count, pad_id):
+def _first_sources(valid_dataset: tf.data.Dataset, count: int, pad_id: int) -> tf.Tensor:
     """The first `count` sources of `valid_dataset` (fewer if it holds fewer), `pad_id`
     padded to one width: they may span batches, since a length bucket's batch can hold
     fewer sentences than `count`."""
@@ -165,10 +184,10 @@ def _first_sources(valid_dataset, count, pad_id):
     )
 
 
-def _stop_check(should_stop):
+def _stop_check(should_stop: Callable[[], bool] | None) -> Callable[[], None]:
     """A function that raises `Preempted` if `should_stop` (if any) holds."""
 
-    def check():
+    def check() -> None:
         if should_stop is not None and should_stop():
             raise Preempted("validation abandoned: asked to stop")
 

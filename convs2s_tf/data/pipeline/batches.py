@@ -67,7 +67,7 @@ def batch_pairs(examples: tf.data.Dataset, limits: PipelineLimits) -> tf.data.Da
     return batches.map(finish_batch, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def finish_batch(batch):
+def finish_batch(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """Adds "target_input" ("target" shifted right, `</s>` first, `<pad>` kept) and drops
     the bookkeeping fields."""
     target = batch["target"]

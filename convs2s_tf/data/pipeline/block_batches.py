@@ -51,7 +51,9 @@ def batch_blocks(
         empty[f"{side}_values"] = tf.zeros([0], tf.int32)
         empty[f"{side}_lengths"] = tf.zeros([0], tf.int64)
 
-    def cut(waiting, numbered_block):
+    def cut(
+        waiting: dict[str, tf.Tensor], numbered_block: tuple[tf.Tensor, dict[str, tf.Tensor]]
+    ) -> tuple[dict[str, tf.Tensor], tuple[tf.Tensor, dict[str, tf.Tensor]]]:
         number, block = numbered_block
         pairs = {key: block[key] for key in (records.INDEX, BUCKET)}
         for side in SIDES:
@@ -70,7 +72,7 @@ def batch_blocks(
             waiting[f"{side}_lengths"] = rest[side].row_lengths()
         return waiting, (number, emitted)
 
-    def block_batches(number, emitted):
+    def block_batches(number: tf.Tensor, emitted: dict[str, tf.Tensor]) -> tf.data.Dataset:
         return cutter.batches(emitted, tf.stack([seed, number]))
 
     return blocks.scan(empty, cut).flat_map(block_batches)
@@ -123,7 +125,7 @@ class _BlockCutter:
         """Returns the batches of `cut`'s emitted pairs, in an order fixed by `seed`."""
         spans = tf.random.experimental.stateless_shuffle(emitted["batches"], seed=seed)
 
-        def batch(span):
+        def batch(span: tf.Tensor) -> dict[str, tf.Tensor]:
             start, end, bucket = span[0], span[1], span[2]
             rows = {side: emitted[side][start:end] for side in SIDES}
             padded = {}

@@ -74,7 +74,9 @@ def count_length_stats(
     """
     num_buckets = len(limits.bucket_lengths)
 
-    def add_block(totals, block):
+    def add_block(
+        totals: dict[str, tf.Tensor], block: tuple[tf.Tensor, tf.Tensor, tf.Tensor]
+    ) -> dict[str, tf.Tensor]:
         source_lengths, target_lengths, buckets = block
         source_over = source_lengths > limits.max_source_length
         target_over = target_lengths > limits.max_target_length
@@ -83,7 +85,7 @@ def count_length_stats(
         source_lengths = tf.minimum(source_lengths, limits.max_source_length)
         target_lengths = tf.minimum(target_lengths, limits.max_target_length)
 
-        def total(values):
+        def total(values: tf.Tensor) -> tf.Tensor:
             return tf.reduce_sum(tf.cast(values, tf.int64))
 
         return {
@@ -146,7 +148,7 @@ def index_length_stats(
     ).astype(np.int64)
     batches = batches_per_epoch(bucket_counts, limits)
 
-    def total(values):
+    def total(values: np.ndarray) -> int:
         return int((values * counts).sum())
 
     return LengthStats(

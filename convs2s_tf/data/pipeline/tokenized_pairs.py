@@ -105,7 +105,9 @@ def tokenized_pairs(
     if num_shards > 1:
         lines = lines.shard(num_shards, shard_index)
 
-    def tokenize_block(index, texts):
+    def tokenize_block(
+        index: tf.Tensor, texts: tuple[tf.Tensor, tf.Tensor]
+    ) -> dict[str, tf.Tensor]:
         source_texts, target_texts = texts
         count = tf.shape(source_texts)[0]
         # One call of the one tokenizer for both sides (see the tokenizer module).
@@ -136,7 +138,7 @@ def tokenized_pairs(
 def unbatch_blocks(blocks: tf.data.Dataset) -> tf.data.Dataset:
     """Returns the rows of blocks of examples, each side a plain (dense) tensor."""
 
-    def to_dense(example):
+    def to_dense(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         # Unbatched rows of a ragged block are ragged_rank-0 values: make them plain tensors.
         return {
             key: value.to_tensor() if isinstance(value, tf.RaggedTensor) else value

@@ -172,7 +172,7 @@ class TrainingData:
         )
         num_blocks = -(-worker_pairs // buffer_size)
 
-        def epoch_batches(epoch):
+        def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
             batches = self._epoch_batches(files, epoch, buffer_size, num_blocks)
             batches = batches.concatenate(_empty_batches(batches.element_spec))
             batches = batches.take(epoch_length)
@@ -207,7 +207,9 @@ class TrainingData:
         )
         epoch_seed = seed * 1_000_003 + epoch
 
-        def parse_permuted(block_index, block):
+        def parse_permuted(
+            block_index: tf.Tensor, block: tf.Tensor
+        ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
             block = tf.random.experimental.stateless_shuffle(
                 block, seed=tf.stack([epoch_seed, block_index])
             )

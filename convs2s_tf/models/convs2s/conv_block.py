@@ -199,7 +199,15 @@ class ConvBlock(keras.layers.Layer):
         )
         return outputs, weights, new_window
 
-    def _gate(self, x, residual, target_embedding, encoder_output, kernels, beam_size=1):
+    def _gate(
+        self,
+        x: tf.Tensor,
+        residual: tf.Tensor | None,
+        target_embedding: tf.Tensor | None,
+        encoder_output: Any,
+        kernels: FoldedKernels | None,
+        beam_size: int = 1,
+    ) -> tuple[tf.Tensor, tf.Tensor | None]:
         """GLU, attention and the residual connection after the convolution."""
         x = self.glu(x)
         weights = None
@@ -241,14 +249,14 @@ class ConvBlock(keras.layers.Layer):
         return config
 
 
-def _group(x, beam_size):
+def _group(x: tf.Tensor, beam_size: int) -> tf.Tensor:
     """`[batch * beam, 1, d]` -> `[batch, beam, d]`."""
     if beam_size == 1:
         return x
     return tf.reshape(x, [-1, beam_size, x.shape[-1]])
 
 
-def _ungroup(x, beam_size):
+def _ungroup(x: tf.Tensor, beam_size: int) -> tf.Tensor:
     """`[batch, beam, d]` -> `[batch * beam, 1, d]`."""
     if beam_size == 1:
         return x

@@ -12,6 +12,7 @@ import tensorflow as tf
 from convs2s_tf.layers import WeightNormDense
 from convs2s_tf.layers.folded_kernels import FoldedKernels, TiedTableFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
+from convs2s_tf.models.convs2s.conv_block import ConvBlock
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
@@ -125,11 +126,17 @@ class ConvDecoder(TiedTableFolding, ConvStack):
                 name="output_bias", shape=(self.vocab_size,), initializer="zeros"
             )
 
-    def _average(self, attention_weights):
+    def _average(self, attention_weights: Sequence[tf.Tensor]) -> tf.Tensor:
         # The design document averages over the attention layers (not over all blocks).
         return tf.add_n(attention_weights) / float(len(attention_weights))
 
-    def _logits(self, x, training, output_subset=None, kernels=None):
+    def _logits(
+        self,
+        x: tf.Tensor,
+        training: bool,
+        output_subset: OutputSubset | None = None,
+        kernels: FoldedKernels | None = None,
+    ) -> tf.Tensor:
         features = self._hidden(x, training, kernels)
         if output_subset is None:
             return self.output_logits(features, kernels)
@@ -151,7 +158,9 @@ class ConvDecoder(TiedTableFolding, ConvStack):
             weights, vocabulary_axis, bias = self._projection_weights(kernels)
         return select_columns(weights, vocabulary_axis, bias, ids, valid, self.compute_dtype)
 
-    def _projection_weights(self, kernels=None):
+    def _projection_weights(
+        self, kernels: FoldedKernels | None = None
+    ) -> tuple[tf.Tensor, int, tf.Tensor]:
         """The vocabulary projection as `(weights, vocabulary_axis, bias)`: the kernel
         (`[out_embed_dim, vocab]`, axis 1) or, when shared, the token table (`[vocab,
         out_embed_dim]`, axis 0; its folded transpose in `kernels`, axis 1) in the compute
@@ -165,7 +174,7 @@ class ConvDecoder(TiedTableFolding, ConvStack):
             weights, axis = self.token_embedding.embeddings, 0
         return tf.cast(weights, self.compute_dtype), axis, self._projection_bias()
 
-    def _projection_bias(self):
+    def _projection_bias(self) -> tf.Tensor:
         """The vocabulary projection's float32 bias (zeros if it has none)."""
         if self.output_projection is not None:
             bias = self.output_projection.bias
@@ -180,7 +189,9 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         """Whether the token table is also the output projection (`TiedTableFolding`)."""
         return self.share_embeddings
 
-    def _hidden(self, x, training, kernels=None):
+    def _hidden(
+        self, x: tf.Tensor, training: bool, kernels: FoldedKernels | None = None
+    ) -> tf.Tensor:
         x = self.hidden_projection(x, kernels=kernels)
         return self.dropout_layer(x, training=training)
 
@@ -242,11 +253,19 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         (after the final dropout): `output_logits(features(...))` equals `call(...)`."""
         return self._features(target_input, encoder_output, training, False)[0]
 
-    def _features(self, target_input, encoder_output, training, need_attention):
+    def _features(
+        self,
+        target_input: tf.Tensor,
+        encoder_output: EncoderOutput,
+        training: bool,
+        need_attention: bool,
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         target_embedding = self.embed(target_input, training)
         attention_weights = []
 
-        def apply_block(index, block, x, residual):
+        def apply_block(
+            index: int, block: ConvBlock, x: tf.Tensor, residual: tf.Tensor | None
+        ) -> tf.Tensor:
             x, weights = block(
                 x,
                 residual=residual,
@@ -307,7 +326,9 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         target_embedding = self.embed(tokens[:, None], training=False, step=step)
         new_state, attention_weights = [], []
 
-        def apply_block(index, block, x, residual):
+        def apply_block(
+            index: int, block: ConvBlock, x: tf.Tensor, residual: tf.Tensor | None
+        ) -> tf.Tensor:
             x, weights, window = block.step(
                 x,
                 incremental_state[index],

@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers import FoldedKernels, GradientScale, WeightNormDense
+from convs2s_tf.models.convs2s.conv_block import ConvBlock
 from convs2s_tf.models.convs2s.conv_stack import ConvStack
 from convs2s_tf.models.convs2s.encoder_output import EncoderOutput
 from convs2s_tf.vocabulary import PAD_ID
@@ -93,7 +94,9 @@ class ConvEncoder(ConvStack):
         pad_zeroing = tf.cast(source_mask, self.compute_dtype)[:, :, None]
         embedded = self.embed(source_tokens, training=training)
 
-        def apply_block(index, block, x, residual):
+        def apply_block(
+            index: int, block: ConvBlock, x: tf.Tensor, residual: tf.Tensor | None
+        ) -> tf.Tensor:
             return block(
                 x,
                 residual=residual,

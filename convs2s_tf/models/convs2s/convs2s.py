@@ -154,7 +154,7 @@ class ConvS2S(EncoderDecoderModel):
         return [(f"block_{block}", weights) for block, weights in zip(blocks, per_block)]
 
 
-def _check_sizes(dropout, pad_id, **sizes):
+def _check_sizes(dropout: float, pad_id: int, **sizes: int) -> None:
     """Raises `ValueError` for a dropout outside `[0, 1)`, a size that is not positive or
     vocabularies too small for the special tokens."""
     if not 0.0 <= dropout < 1.0:

@@ -159,10 +159,12 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         self.final_norm = final_norm(norm_placement)
 
     def _make_layer(self, index: int, convolutions: list[tuple[int, int]]) -> DecoderLayer:
-        def box(part):
+        def box(part: list[tuple[int, int]]) -> ConvBox:
             return ConvBox(self.hidden_dim, part, padding="causal", groups=self.groups)
 
-        def attention(enabled):
+        # Any: `attention_sublayer`'s (MultiHeadAttention | None, ResidualNorm | None) is
+        # never None when `enabled` (the cross-attention's), which the union cannot say.
+        def attention(enabled: bool) -> tuple[Any, Any]:
             return attention_sublayer(
                 enabled, self.num_heads, self.attention_dropout, self.dropout, self.norm_placement
             )
@@ -220,7 +222,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         source_mask = encoder_output.source_mask
         weights = []
 
-        def attend(layer, x):
+        def attend(layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
             attended, layer_weights = layer.cross_attention(
                 layer.cross_attention_norm.branch_input(x),
                 encoder_output.hidden,
@@ -372,7 +374,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         )[:, None, None]
         new_state, weights = [], []
 
-        def attend(index, layer, x):
+        def attend(index: int, layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
             attended, layer_weights = layer.cross_attention.attend_memory(
                 layer.cross_attention_norm.branch_input(x),
                 encoder_output.keys[index],
