@@ -36,8 +36,10 @@ def user_errors():
         DatasetUnavailableError,
         InvalidUtf8Error,
         LineCountMismatchError,
+        SentencePieceModelError,
     )
     from convs2s_tf.data.text_files import LineTooLongError
+    from convs2s_tf.distillation import DistillationError
     from convs2s_tf.export.saved_model import ModelNameError
     from convs2s_tf.interop.fairseq_dictionary import DictionaryError
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError
@@ -60,6 +62,8 @@ def user_errors():
         InvalidUtf8Error,
         LineCountMismatchError,
         LineTooLongError,
+        SentencePieceModelError,
+        DistillationError,
         DictionaryError,
         FairseqImportError,
         VocabularyError,

@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from convs2s_tf.data.cleaning import CleaningConfig
+from convs2s_tf.data.prepare import PrepareConfig
 from pipelines import flags as pipeline_flags
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +58,27 @@ def test_flagfile_to_library_arguments():
         "shuffle_buffer_size": None,
         "seed": 5,
     }
+
+
+def test_prepare_config_flags_read_back_as_the_same_config(tmp_path):
+    config = PrepareConfig(
+        data_dir=str(tmp_path / "data"),
+        dataset="local",
+        source_lang="de",
+        target_lang="en",
+        split_prefixes={"train": "/c/train", "validation": "/c/valid"},
+        cleaning=CleaningConfig(max_words=80, max_length_ratio=0),
+        num_shards=3,
+        sentencepiece_model="/teacher/sentencepiece.model",
+    )
+    # After a flagfile that names a test split, the empty --test_prefix removes it.
+    flagfile = tmp_path / "data.cfg"
+    flagfile.write_text("\n".join(pipeline_flags.prepare_config_flags(config)) + "\n")
+    flag_values = parsed(f"--flagfile={CONFIG}", "--test_prefix=/c/test", f"--flagfile={flagfile}")
+    assert pipeline_flags.prepare_config_from_flags(flag_values) == config
+    assert pipeline_flags.prepare_config_from_flags(parsed(f"--flagfile={CONFIG}")) == (
+        PrepareConfig(data_dir="data/multi30k_en_de")
+    )
 
 
 def test_local_prefixes_need_the_local_dataset():

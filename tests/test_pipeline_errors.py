@@ -36,6 +36,7 @@ PIPELINES = (
     "average_checkpoints",
     "export_fairseq",
     "build_shortlist",
+    "distill",
 )
 # A help line naming a flag: "  --name: ...", "  --[no]name: ...", "  -v,--verbosity: ...".
 _HELP_FLAG = re.compile(r"^  (?:-\w,)?--(?:\[no\])?(\w+):", re.MULTILINE)
@@ -130,6 +131,9 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads(fork_server):
             g.RUN, g.CHECKPOINT, also=["output_dir", "source_lang", "target_lang"]
         ),
         "build_shortlist": _shared(g.RUN, g.SHORTLIST),
+        "distill": _shared(
+            g.RUN, g.SEARCH, g.DISTILL, also=["checkpoint", "batch_size", "workers"]
+        ),
     }
     results = _run_all({name: (name, ["--help"]) for name in PIPELINES}, fork_server)
     for name, result in results.items():
@@ -228,6 +232,10 @@ def test_user_errors_are_one_line_and_the_flagfile_serves_every_pipeline(
             "build_shortlist",
             (with_config, f"--model_dir={tiny_run}", f"--shortlist_source={missing}.en"),
         ): "Give both --shortlist_source and --shortlist_target, or neither.",
+        (
+            "distill",
+            (with_config, f"--model_dir={missing}", f"--output_data_dir={tmp_path / 'out'}"),
+        ): f"{missing}/config.json does not exist",
     }
     results = _run_all({key: key for key in cases}, fork_server)
     for (name, arguments), words in cases.items():

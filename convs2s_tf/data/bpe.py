@@ -4,15 +4,20 @@ One model is trained on the source and target training text together (joint BPE,
 the paper's WMT setups), with `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3 (SentencePiece's
 defaults would put `<unk>` at 0). Training is deterministic for the same input files:
 sentence sampling is off unless `max_sentences` is set, and then seeded.
+
+A model trained before (another data directory's, a teacher's) can be installed instead
+(`install_bpe_model`), so that new text is tokenised into the same ids.
 """
 
 import os
+import shutil
 from collections.abc import Sequence
 
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
 from convs2s_tf import vocabulary
+from convs2s_tf.data.errors import SentencePieceModelError
 
 MODEL_TYPE = "bpe"
 
@@ -112,3 +117,47 @@ def check_special_ids(processor: spm.SentencePieceProcessor) -> None:
             f"SentencePiece model has special pieces {found}, expected {expected}; train it "
             "with convs2s_tf.data.bpe.train_bpe."
         )
+
+
+def load_bpe_model(model_path: str) -> spm.SentencePieceProcessor:
+    """Loads an existing SentencePiece model, checked for the project's special ids.
+
+    Raises:
+        FileNotFoundError: There is no file at `model_path`.
+        SentencePieceModelError: It is no SentencePiece model, or its special pieces are
+            not at the project's ids.
+    """
+    if not os.path.isfile(model_path):
+        raise FileNotFoundError(f"The SentencePiece model {model_path} does not exist.")
+    try:
+        processor = spm.SentencePieceProcessor(model_file=model_path)
+    except (OSError, RuntimeError) as error:
+        raise SentencePieceModelError(
+            f"{model_path} is not a SentencePiece model ({error})."
+        ) from None
+    try:
+        check_special_ids(processor)
+    except ValueError as error:
+        raise SentencePieceModelError(f"{model_path}: {error}") from None
+    return processor
+
+
+def install_bpe_model(model_path: str, model_prefix: str) -> spm.SentencePieceProcessor:
+    """Copies an existing model to `{model_prefix}.model` and its vocabulary to
+    `{model_prefix}.vocab` (the `.vocab` file beside the model, else written from the
+    model: one "piece<TAB>score" line per id); returns the model, loaded.
+
+    Raises:
+        FileNotFoundError, SentencePieceModelError: See `load_bpe_model`.
+    """
+    processor = load_bpe_model(model_path)
+    shutil.copyfile(model_path, f"{model_prefix}.model")
+    vocabulary_path = os.path.splitext(model_path)[0] + ".vocab"
+    if os.path.isfile(vocabulary_path):
+        shutil.copyfile(vocabulary_path, f"{model_prefix}.vocab")
+        return processor
+    with open(f"{model_prefix}.vocab", "w", encoding="utf-8", newline="\n") as file:
+        for piece_id in range(processor.get_piece_size()):
+            piece, score = processor.id_to_piece(piece_id), processor.get_score(piece_id)
+            file.write(f"{piece}\t{score:g}\n")
+    return processor

@@ -23,3 +23,8 @@ class DatasetUnavailableError(RuntimeError):
 
 class CorruptShardError(ValueError):
     """A prepared shard does not match its lengths index (size, checksum, or missing)."""
+
+
+class SentencePieceModelError(ValueError):
+    """A SentencePiece model given to tokenise with cannot serve: unreadable, or its
+    special pieces are not at the project's ids."""

@@ -42,7 +42,7 @@ from convs2s_tf.data.fingerprint import (
 from convs2s_tf.data.length_index import index_file_name
 from convs2s_tf.data.preparation_lock import PreparationLock, prepare_once
 from convs2s_tf.data.shard_writer import ShardSpec, write_shards
-from convs2s_tf.data.sources import ParallelSource, make_source
+from convs2s_tf.data.sources import ParallelSource, file_sha256, make_source
 from convs2s_tf.data.text_files import LineDecoder
 
 __all__ = [
@@ -88,6 +88,9 @@ class PrepareConfig:
         seed: seed of that sample, of the shard assignment and of the shuffle.
         num_shards: training shards (0: one per 100,000 pairs, at least 32).
         workers: tokenising processes (0: one per CPU core).
+        sentencepiece_model: an existing SentencePiece model to tokenise with instead of
+            training one (its ids then mean what they mean elsewhere, e.g. in a teacher's
+            data); the BPE options are unused and its SHA-256 is in the fingerprint.
     """
 
     data_dir: str
@@ -104,14 +107,20 @@ class PrepareConfig:
     seed: int = 1
     num_shards: int = 0
     workers: int = 0
+    sentencepiece_model: str | None = None
 
     @property
     def resolved_tfds_data_dir(self) -> str:
         return self.tfds_data_dir or os.path.join(self.data_dir, TFDS_SUBDIR)
 
     def output_options(self) -> dict[str, Any]:
-        """Returns the options the outputs depend on (not where anything is stored)."""
-        return {
+        """Returns the options the outputs depend on (not where anything is stored): with
+        an existing SentencePiece model, its SHA-256 instead of the BPE options.
+
+        Raises:
+            FileNotFoundError: `sentencepiece_model` names no file.
+        """
+        options = {
             "dataset": self.dataset,
             "source_lang": self.source_lang,
             "target_lang": self.target_lang,
@@ -123,6 +132,12 @@ class PrepareConfig:
             "seed": self.seed,
             "num_shards": self.num_shards,
         }
+        if self.sentencepiece_model:
+            for key in ("vocab_size", "bpe_character_coverage", "bpe_max_sentences"):
+                del options[key]
+            bpe.load_bpe_model(self.sentencepiece_model)  # A missing or unusable model fails here.
+            options["sentencepiece_model_sha256"] = file_sha256(self.sentencepiece_model)
+        return options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +169,7 @@ def prepare_data(
 
     Raises:
         CorpusFileNotFoundError, LineCountMismatchError, InvalidUtf8Error,
-        DatasetUnavailableError: see `convs2s_tf.data.errors`.
+        DatasetUnavailableError, SentencePieceModelError: see `convs2s_tf.data.errors`.
     """
     os.makedirs(config.data_dir, exist_ok=True)
     source = make_source(
@@ -261,7 +276,11 @@ def _write_outputs(
     """Writes the text, BPE model, shards and summary into `folder`; returns the summary."""
     splits = list(source.splits)
     split_summaries = {split: _write_clean_split(config, source, split, folder) for split in splits}
-    processor = _train_bpe(config, split_summaries["train"]["pairs_kept"], folder)
+    if config.sentencepiece_model:
+        prefix = os.path.join(folder, SENTENCEPIECE_PREFIX)
+        processor = bpe.install_bpe_model(config.sentencepiece_model, prefix)
+    else:
+        processor = _train_bpe(config, split_summaries["train"]["pairs_kept"], folder)
     for split, split_summary in split_summaries.items():
         split_summary.update(
             _write_split_shards(config, split, split_summary["pairs_kept"], folder)

@@ -119,6 +119,14 @@ def _define_cleaning_and_bpe_flags(flag_values: flags.FlagValues) -> None:
         lower_bound=0,
         flag_values=flag_values,
     )
+    flags.DEFINE_string(
+        "existing_sentencepiece_model",
+        None,
+        "Tokenise with this SentencePiece model (e.g. another data directory's "
+        "sentencepiece.model) instead of training one: the ids then mean what they mean "
+        "there; --vocab_size and the --bpe_* flags are unused.",
+        flag_values=flag_values,
+    )
 
 
 @flag_group(PREPARE)
@@ -212,7 +220,36 @@ def prepare_config_from_flags(flag_values: flags.FlagValues = FLAGS) -> PrepareC
         bpe_max_sentences=flag_values.bpe_max_sentences,
         num_shards=flag_values.num_shards,
         workers=flag_values["workers"].value if "workers" in flag_values else 0,
+        sentencepiece_model=flag_values.existing_sentencepiece_model or None,
     )
+
+
+def prepare_config_flags(config: PrepareConfig) -> list[str]:
+    """The data flags that describe `config` (`prepare_config_from_flags` reads them
+    back): a flagfile that makes a later pipeline find that preparation up to date.
+
+    The options without a flag (`seed`, `tfds_data_dir`) must be their defaults.
+    """
+    if config.seed != _PREPARE.seed or config.tfds_data_dir:
+        raise ValueError("`seed` and `tfds_data_dir` have no flags; keep their defaults.")
+    prefixes = dict(config.split_prefixes)
+    flag_prefixes = {"train": "train_prefix", "validation": "valid_prefix", "test": "test_prefix"}
+    return [
+        f"--data_dir={config.data_dir}",
+        f"--dataset={config.dataset}",
+        f"--source_lang={config.source_lang}",
+        f"--target_lang={config.target_lang}",
+        # Every prefix, empty where a split is absent: it overrides an earlier flagfile's.
+        *(f"--{flag}={prefixes.get(split, '')}" for split, flag in flag_prefixes.items()),
+        f"--vocab_size={config.vocab_size}",
+        f"--max_words={config.cleaning.max_words}",
+        f"--max_length_ratio={config.cleaning.max_length_ratio}",
+        f"--invalid_utf8={config.invalid_utf8}",
+        f"--bpe_character_coverage={config.bpe_character_coverage}",
+        f"--bpe_max_sentences={config.bpe_max_sentences}",
+        f"--existing_sentencepiece_model={config.sentencepiece_model or ''}",
+        f"--num_shards={config.num_shards}",
+    ]
 
 
 def eval_dataset_kwargs(flag_values: flags.FlagValues = FLAGS) -> dict[str, Any]:

@@ -28,6 +28,7 @@ EXPORT = "export"
 IMPORT = "import"
 AVERAGE = "average"
 SHORTLIST = "shortlist"
+DISTILL = "distill"
 
 # Group name -> the function defining its flags, in definition order.
 _GROUPS = {}

@@ -8,7 +8,11 @@ import pytest
 import sentencepiece as spm
 
 from convs2s_tf.data.cleaning import CleaningConfig, CleaningReport, clean_pairs
-from convs2s_tf.data.errors import CorpusFileNotFoundError, InvalidUtf8Error
+from convs2s_tf.data.errors import (
+    CorpusFileNotFoundError,
+    InvalidUtf8Error,
+    SentencePieceModelError,
+)
 from convs2s_tf.data.prepare import PrepareConfig, PreparedData, prepare_data
 
 
@@ -149,3 +153,46 @@ def test_missing_corpus_file_is_named(small_corpus, tmp_path):
 def test_unprepared_directory_says_how_to_prepare(tmp_path):
     with pytest.raises(FileNotFoundError, match="pipelines.prepare_data"):
         PreparedData.load(str(tmp_path))
+
+
+def test_an_existing_sentencepiece_model_tokenises_instead_of_a_new_one(small_prepared, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for language, word in (("en", "dog"), ("de", "Hund")):
+        lines = [f"A {word} number {i} runs ." for i in range(40)]
+        (corpus / f"train.{language}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model = small_prepared.data.sentencepiece_model_path
+    config = PrepareConfig(
+        data_dir=str(tmp_path / "data"),
+        dataset="local",
+        split_prefixes={"train": str(corpus / "train")},
+        vocab_size=60,
+        num_shards=1,
+        sentencepiece_model=model,
+    )
+    result = prepare_data(config)
+    data = result.data
+    with open(model, "rb") as given, open(data.sentencepiece_model_path, "rb") as installed:
+        assert given.read() == installed.read()
+    assert result.summary["vocab_size"] == small_prepared.summary["vocab_size"] == 500
+    with open(small_prepared.data.vocabulary_path, "rb") as given:
+        assert open(data.vocabulary_path, "rb").read() == given.read()
+    options = result.summary["options"]
+    assert "vocab_size" not in options and len(options["sentencepiece_model_sha256"]) == 64
+    # The BPE options are unused: changing them changes nothing.
+    assert prepare_data(PrepareConfig(**{**config.__dict__, "vocab_size": 70})).reused
+    # The same model elsewhere is the same preparation; without a .vocab file beside it,
+    # its vocabulary is written from the model.
+    other = tmp_path / "other.model"
+    other.write_bytes(open(model, "rb").read())
+    same = PrepareConfig(**{**config.__dict__, "sentencepiece_model": str(other)})
+    assert prepare_data(same).reused
+    elsewhere = prepare_data(PrepareConfig(**{**same.__dict__, "data_dir": str(tmp_path / "d2")}))
+    assert elsewhere.summary["fingerprint"] == result.summary["fingerprint"]
+    vocabulary = open(elsewhere.data.vocabulary_path, encoding="utf-8").read().splitlines()
+    assert len(vocabulary) == 500 and vocabulary[3].startswith("<unk>\t")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        prepare_data(PrepareConfig(**{**config.__dict__, "sentencepiece_model": str(tmp_path)}))
+    other.write_bytes(b"not a model")
+    with pytest.raises(SentencePieceModelError, match="is not a SentencePiece model"):
+        prepare_data(PrepareConfig(**{**config.__dict__, "sentencepiece_model": str(other)}))
