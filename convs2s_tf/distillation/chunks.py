@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from convs2s_tf.distillation.errors import DistillationError
 
@@ -70,15 +70,16 @@ def _fsync_directory(path: str) -> None:
         os.close(descriptor)
 
 
-def write_chunk(path: str, lines: Sequence[str]) -> None:
-    """Writes `lines` (none holding a line break) to `path`, atomically: under a
-    temporary name, synced to disk, then renamed, and the rename synced."""
+def write_text_atomically(path: str, parts: Iterable[str]) -> None:
+    """Writes the text `parts` to `path`, atomically: under a temporary name, synced to
+    disk, then renamed, and the rename synced (the chunk files and the plan of a
+    distillation). Nothing of it stays if `parts` raises."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
     try:
         with open(temporary, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(line + "\n" for line in lines)
+            file.writelines(parts)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -87,6 +88,11 @@ def write_chunk(path: str, lines: Sequence[str]) -> None:
             os.remove(temporary)
         raise
     _fsync_directory(directory)
+
+
+def write_chunk(path: str, lines: Sequence[str]) -> None:
+    """Writes `lines` (none holding a line break) to `path`, atomically."""
+    write_text_atomically(path, (line + "\n" for line in lines))
 
 
 def read_chunk(path: str, expected_lines: int) -> list[str]:

@@ -12,10 +12,10 @@ import dataclasses
 import json
 import math
 import os
-import uuid
 from typing import Any
 
 from convs2s_tf.decoding import SearchConfig
+from convs2s_tf.distillation.chunks import write_text_atomically
 from convs2s_tf.distillation.errors import DistillationError
 
 PLAN_FILE = "plan.json"
@@ -154,15 +154,8 @@ def read_plan(work_dir: str) -> DistillationPlan | None:
 
 def write_plan(work_dir: str, plan: DistillationPlan) -> None:
     """Writes `plan` into `work_dir` atomically (a temporary name, fsync, rename)."""
-    os.makedirs(work_dir, exist_ok=True)
-    path = plan_path(work_dir)
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(plan.to_json(), file, indent=2, sort_keys=True)
-        file.write("\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    text = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
+    write_text_atomically(plan_path(work_dir), [text])
 
 
 def agree_on_plan(work_dir: str, plan: DistillationPlan) -> bool:
