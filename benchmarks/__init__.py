@@ -13,6 +13,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The model name that means "the model of the flagfile" (its preset with its overrides).
 CONFIG_MODEL = "config"
 FLAGFILE = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
+# The interpreter command of the benchmarks' child processes: this interpreter (the test
+# suite points it at its fork server, which starts them with TensorFlow imported).
+PYTHON = (sys.executable,)
 _CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
@@ -70,9 +73,14 @@ def run_timed(command, cwd=ROOT, env=None):
     return seconds, result.stdout, result.stderr
 
 
+def python(*arguments):
+    """The command `python ARGUMENTS...` of a child process (`PYTHON`)."""
+    return [*PYTHON, *map(str, arguments)]
+
+
 def run_python(*arguments):
-    """`run_timed` of `python ARGUMENTS...` (this interpreter) from the repository root."""
-    return run_timed([sys.executable, *map(str, arguments)])
+    """`run_timed` of `python ARGUMENTS...` (`PYTHON`) from the repository root."""
+    return run_timed(python(*arguments))
 
 
 def export_seconds(model_dir, export_dir, *arguments):
@@ -201,7 +209,7 @@ def define_child_flags(flag_values):
 def child_command(module, split, output, batch_size, *arguments):
     """The fresh process of benchmark `module` (its child flags `arguments`) timing one
     translator on `split`'s files; its last stdout line: `time_fresh_process`'s figures."""
-    command = [sys.executable, "-m", module, f"--latency_input={split.first_path}"]
+    command = python("-m", module, f"--latency_input={split.first_path}")
     command += [f"--throughput_input={split.sorted_path}", f"--output={output}"]
     return command + [f"--batch_size={batch_size}", *arguments]
 

@@ -19,12 +19,11 @@ belong to one session on one machine.
 import json
 import os
 import subprocess
-import sys
 import time
 
 from absl import app, flags
 
-from benchmarks import ROOT, child_env, cpu_description, last_json, main
+from benchmarks import ROOT, child_env, cpu_description, last_json, main, python
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     format_arms_table,
@@ -54,7 +53,7 @@ def _python(arguments, log_path=None):
     """Runs `python -m ARGUMENTS` from the repository root; returns its stdout (the
     console also goes to `log_path`). Fails with the end of its output."""
     result = subprocess.run(
-        [sys.executable, "-m", *arguments],
+        python("-m", *arguments),
         cwd=ROOT,
         env=child_env(),
         capture_output=True,

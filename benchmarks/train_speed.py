@@ -17,7 +17,6 @@ Ends with one JSON line.
 
 import json
 import os
-import sys
 import tempfile
 import time
 
@@ -30,6 +29,7 @@ from benchmarks import (
     main,
     model_config,
     prepared_data,
+    python,
     run_timed,
 )
 
@@ -103,7 +103,7 @@ def measure(variant, preset, max_tokens, steps, config, profile_dir=None):
 def variant_command(variant, preset, max_tokens, steps, config=FLAGFILE, profile_dir=None):
     """The command measuring one `variant` in a fresh process; its last stdout line is
     `measure`'s figures as JSON."""
-    command = [sys.executable, "-m", "benchmarks.train_speed", f"--variant={variant}"]
+    command = python("-m", "benchmarks.train_speed", f"--variant={variant}")
     command += [f"--preset={preset}", f"--max_tokens={max_tokens}", f"--steps={steps}"]
     command += [f"--config={config}"] + ([f"--profile_dir={profile_dir}"] if profile_dir else [])
     return command

@@ -3,6 +3,7 @@
 import collections
 import json
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -75,6 +76,17 @@ def fork_server():
     for tests whose subprocesses need their own pid and signals, not a fresh import."""
     with ForkServer(subprocess_env()) as server:
         yield server
+
+
+@pytest.fixture
+def forked_benchmark_children(fork_server, monkeypatch):
+    """The benchmarks' child processes forked from `fork_server` (`benchmarks.PYTHON`),
+    TensorFlow imported already: a smoke test checks what they print, not how fast a
+    fresh process starts."""
+    import benchmarks
+
+    monkeypatch.setattr(benchmarks, "PYTHON", (sys.executable, "-S", fork_server.shim))
+    monkeypatch.setenv("PYTHON_FORKSERVER", fork_server.path)
 
 
 @pytest.fixture(scope="session")

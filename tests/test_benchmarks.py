@@ -61,6 +61,7 @@ def _tiny_config(short_corpus, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_train_speed(short_corpus, tmp_path, capsys):
     config = _tiny_config(short_corpus, tmp_path)
     arguments = [f"--config={config}", "--preset=config", "--variants=float32", "--steps=2"]
@@ -71,6 +72,7 @@ def test_train_speed(short_corpus, tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_translate_speed(short_run, capsys):
     # Its `exports` part runs in test_family_comparison (benchmarks.family_comparison
     # times an arm's export through it); tests/test_export.py compares exports with
@@ -117,6 +119,7 @@ def test_translate_speed_refuses_unknown_exports(short_run, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_shortlist_sizes(short_run, capsys):
     line, _ = run_benchmark(
         shortlist_sizes,
@@ -161,6 +164,7 @@ def test_data_scale(short_corpus, tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_family_comparison(short_corpus, tmp_path, capsys):
     # One arm (every arm takes the same path): a tiny PoseNet trained on the small corpus,
     # scored and timed on SENTENCES validation and test pairs.

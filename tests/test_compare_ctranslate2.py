@@ -11,6 +11,7 @@ from benchmarks.compare import ctranslate2
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_compare_ctranslate2(tiny_run, tmp_path, capsys):
     work_dir = tmp_path / "work"
     arguments = [

@@ -76,6 +76,7 @@ def test_ratios_are_above_one_when_this_project_is_faster():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_the_comparison_end_to_end(tiny_run, capsys):
     options = flags.FlagValues()
     compare_fairseq.define_flags(options)

@@ -167,6 +167,7 @@ def test_fairseq_trains_the_same_model_on_the_same_tokens(small_prepared, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_benchmark_children")
 def test_the_comparison_end_to_end(short_corpus, tmp_path, capsys):
     config = tmp_path / "tiny.cfg"
     lines = [f"--data_dir={tmp_path / 'data'}", *local_corpus_flags(short_corpus)]

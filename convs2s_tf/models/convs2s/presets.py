@@ -121,3 +121,35 @@ register_preset(
     decoder_out_embed_dim=256,
     dropout=0.3,
 )
+
+# Students for sequence-level distillation from a `multi30k_cpu` teacher (the same
+# 256-wide embeddings, so they share its SentencePiece vocabulary and the shared output
+# projection): a deeper encoder, which runs once per sentence over all positions, and a
+# decoder of one or two narrow blocks, which runs once per generated token. A one-block
+# decoder with 3 taps would see only the last 3 target tokens besides attention: its
+# blocks take 5. The pilot budget that chose among them: docs/training.md.
+_STUDENT_ENCODER = "[(256, 3)] * 8"
+register_preset(
+    "multi30k_student_d1",
+    embed_dim=256,
+    encoder_layers=_STUDENT_ENCODER,
+    decoder_layers="[(128, 5)] * 1",
+    decoder_out_embed_dim=256,
+    dropout=0.3,
+)
+register_preset(
+    "multi30k_student_d2",
+    embed_dim=256,
+    encoder_layers=_STUDENT_ENCODER,
+    decoder_layers="[(128, 5)] * 2",
+    decoder_out_embed_dim=256,
+    dropout=0.3,
+)
+register_preset(
+    "multi30k_student_d1_wide",
+    embed_dim=256,
+    encoder_layers=_STUDENT_ENCODER,
+    decoder_layers="[(256, 5)] * 1",
+    decoder_out_embed_dim=256,
+    dropout=0.3,
+)
