@@ -2,7 +2,6 @@
 
     python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \\
         [--startup_pairs=500000,4500000] [--large_pairs=12000000] \\
-        [--throughput_presets=multi30k_cpu,iwslt_de_en] [--baseline_revision=REV] \\
         [--input_epochs=0] [--work_dir=/tmp/convs2s_data_scale]
 
 The corpus is Multi30k's 29,000 training pairs replicated to N pairs (WMT'14 en-de has
@@ -10,9 +9,7 @@ The corpus is Multi30k's 29,000 training pairs replicated to N pairs (WMT'14 en-
 from nothing: wall time, peak RSS of its process tree (sampled every 0.1 s), size on
 disk; per size of --startup_pairs and --large_pairs (beyond TF's 10M-element file cache),
 `pipelines.train` with --config's model for 5 updates: time to exit and peak RSS. With
---baseline_revision, `benchmarks.train_speed`'s bfloat16 rate of each preset of
---throughput_presets from the shards beside the same benchmark at that revision (in a git
-worktree). With --input_epochs, the training input pipeline alone over --config's shards:
+--input_epochs, the training input pipeline alone over --config's shards:
 one warm-up epoch, then --input_epochs timed, in target tokens/s. Ends with one JSON line.
 """
 
@@ -28,7 +25,7 @@ import time
 import psutil
 from absl import flags
 
-from benchmarks import FLAGFILE, ROOT, child_env, cpu_description, directory_bytes, last_json, main
+from benchmarks import FLAGFILE, ROOT, child_env, cpu_description, directory_bytes, main
 
 RAW = os.path.join(ROOT, "convs2s_tf", "datasets", "multi30k", "raw")
 
@@ -40,10 +37,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("pairs", ["500000", "1500000", "4500000"], "Sizes to prepare.", **define)
     flags.DEFINE_list("startup_pairs", ["500000", "4500000"], "Sizes to train on.", **define)
     flags.DEFINE_integer("large_pairs", 12_000_000, "Beyond TF's cache (0: skip).", **define)
-    presets = ["multi30k_cpu", "iwslt_de_en"]
-    flags.DEFINE_list("throughput_presets", presets, "Presets of the rates.", **define)
-    flags.DEFINE_string("baseline_revision", None, "Git revision to compare rates with.", **define)
-    flags.DEFINE_integer("throughput_steps", 150, "Timed steps of each rate measurement.", **define)
     flags.DEFINE_integer("input_epochs", 0, "Input pipeline epochs timed (0: skip).", **define)
     flags.DEFINE_string("work_dir", "/tmp/convs2s_data_scale", "Scratch (kept).", **define)
     flags.DEFINE_string("config", FLAGFILE, "Flagfile of the model, training and input.", **define)
@@ -148,36 +141,6 @@ def start_training(pairs):
     return figures
 
 
-def training_rate(tree, preset, data_dir):
-    """`benchmarks.train_speed` of `preset` in `tree` on Multi30k in `data_dir`."""
-    flagfile = os.path.join(FLAGS.work_dir, f"throughput_{os.path.basename(tree)}.cfg")
-    with open(flagfile, "w") as f:
-        f.write(f"--flagfile={os.path.join(tree, 'configs', 'multi30k_en_de.cfg')}\n")
-        f.write(f"--data_dir={data_dir}\n")
-    command = [sys.executable, "-m", "benchmarks.train_speed", f"--preset={preset}"]
-    command += ["--variants=bfloat16", f"--steps={FLAGS.throughput_steps}", f"--config={flagfile}"]
-    _, _, stdout = run_measured(command, cwd=tree)
-    return last_json(stdout)["target_tokens_per_sec"]
-
-
-def compare_rates():
-    baseline = os.path.join(FLAGS.work_dir, "baseline")
-    if not os.path.isdir(baseline):
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", baseline, FLAGS.baseline_revision],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-    rates = {}
-    for preset in FLAGS.throughput_presets:
-        shards = training_rate(ROOT, preset, os.path.join(FLAGS.work_dir, "multi30k_shards"))
-        text = training_rate(baseline, preset, os.path.join(FLAGS.work_dir, "multi30k_text"))
-        rates[preset] = {"shards": shards, "text_baseline": text, "ratio": round(shards / text, 3)}
-        print(f"{preset} bfloat16 tokens/s: shards {shards:,} vs text {text:,}", flush=True)
-    return rates
-
-
 def input_pipeline():
     """The training input pipeline's rate over --config's prepared shards."""
     import numpy as np
@@ -230,8 +193,6 @@ def run(options):
             "prepare": prepare(FLAGS.large_pairs),
             "train": start_training(FLAGS.large_pairs),
         }
-    if FLAGS.baseline_revision:
-        result["training_rate"] = compare_rates()
     if FLAGS.input_epochs:
         result["input_pipeline"] = input_pipeline()
     print(json.dumps(result))

@@ -3,7 +3,7 @@
     python -m benchmarks.translate_speed [--model_dir=runs/multi30k_en_de] \\
         [--parts=in_process,exports,whole_process] [--variants=float32,float32_xla,...] \\
         [--exports=default,bfloat16,int8] [--saved_model=DIR] [--batch_size=128] \\
-        [--latency_sentences=100] [--sentences=0] [--repeats=3] [--reference_seconds=S]
+        [--latency_sentences=100] [--sentences=0] [--repeats=3]
 
 On the run's prepared test split, beam 5; batches of --batch_size from the sentences
 sorted by length, latency one sentence a request over the first --latency_sentences.
@@ -14,7 +14,7 @@ process as a server meets it: import, load (warm-up included), the first request
 batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU.
 `whole_process`: the median wall time of --repeats `pipelines.translate` processes for
 one sentence and the split, split into import, load and translation, and the phases
-timed in one process (with --reference_seconds, the ratio to it). Ends with one JSON line.
+timed in one process. Ends with one JSON line.
 """
 
 import time
@@ -96,7 +96,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("latency_sentences", 100, "Sent one at a time (0: all).", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
     flags.DEFINE_integer("repeats", 3, "Fresh processes per whole-process figure.", **define)
-    flags.DEFINE_float("reference_seconds", None, "A whole-process time to compare.", **define)
     flags.DEFINE_list("translate_flags", [], "More pipelines.translate flags.", **define)
     # A fresh export process (what `exports` runs, and `benchmarks.compare` too).
     flags.DEFINE_string("child_saved_model", None, "Time this export in this process.", **define)
@@ -216,10 +215,6 @@ def whole_process(options, split, work_dir):
     print(f"  one sentence {one:.2f} s, {len(split.sources):,} lines {whole:.2f} s")
     print("  " + ", ".join(f"{k} {v:.2f} s" for k, v in results["breakdown"].items()))
     print("  in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
-    if options.reference_seconds:
-        ratio = options.reference_seconds / whole
-        results.update(reference_seconds=options.reference_seconds, speedup=round(ratio, 2))
-        print(f"  reference {options.reference_seconds:.2f} s: {ratio:.2f} times faster")
     return results
 
 

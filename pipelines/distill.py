@@ -34,7 +34,7 @@ pipeline_flags.declare_key_flags(
     pipeline_flags.RUN,
     pipeline_flags.SEARCH,
     pipeline_flags.DISTILL,
-    also=("checkpoint", "batch_size", "workers"),
+    also=("checkpoint", "batch_size", "workers", "progress_bar"),
 )
 
 
@@ -82,7 +82,7 @@ def main(argv):
     # A missing teacher, unprepared teacher data and a resumed run with other settings
     # are reported by pipelines.cli in one line; so are searches the teacher cannot run.
     with usage_errors():
-        result = distill(config, progress=_ProgressBar())
+        result = distill(config, progress=_ProgressBar() if FLAGS.progress_bar else None)
     plan = result.plan
     written = plan.num_chunks - result.chunks_left
     print(

@@ -3,10 +3,20 @@
 import collections
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One XLA compilation cache for the whole run, its test processes and their children
+# (pytest-xdist names the run): the tests' models share their shapes, so a bucket that one
+# test compiled is loaded from disk by the next export or warm-up that needs it.
+_XLA_CACHE = os.path.join(
+    tempfile.gettempdir(),
+    f"convs2s_tf_tests_xla_{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}",
+)
+os.environ.setdefault("TF_XLA_FLAGS", f"--tf_xla_persistent_cache_directory={_XLA_CACHE}")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -27,6 +37,11 @@ from helpers.subprocesses import (  # noqa: E402, F401
     run_python,
     subprocess_env,
 )
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, once every worker ended
+        shutil.rmtree(_XLA_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):

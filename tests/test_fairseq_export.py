@@ -55,6 +55,13 @@ SPECS = {
         max_source_positions=40,
         max_target_positions=48,
     ),
+    # A distilled student's shape (the multi30k_student_* presets): a deeper encoder, one
+    # decoder block half as wide with 5 taps, the output tied to the token table.
+    "student": dict(
+        small_model_config(VOCAB_SIZE, width=16, blocks=4, max_positions=40),
+        decoder_layers="[(8, 5)]",
+        share_decoder_input_output_embed=True,
+    ),
     # Output projection tied to the decoder's token table.
     "shared_output_embedding": small_model_config(
         VOCAB_SIZE, width=16, blocks=2, max_positions=40, share_decoder_input_output_embed=True

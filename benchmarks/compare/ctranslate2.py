@@ -1,32 +1,38 @@
-"""This project's default model against what a user picking a fast CPU translator would
-use instead: a small fairseq Transformer served by CTranslate2. One machine, one run.
+"""Distilled ConvS2S students against their teacher and against what a user picking a
+fast CPU translator would use instead: a small Transformer on CTranslate2, trained on the
+teacher's data and on the same distilled data. One machine, one run.
 
-    python -m benchmarks.compare.ctranslate2 [--model_dir=runs/multi30k_en_de] \\
-        [--work_dir=runs/compare_ctranslate2] [--train_minutes=58] [--seed=1]
+    python -m benchmarks.compare.ctranslate2 [--work_dir=runs/compare_ctranslate2] \\
+        [--teacher_config=configs/multi30k_en_de.cfg] \\
+        [--student_config=configs/student_multi30k.cfg] [--teacher_seeds=1,2]
 
-Needs the `benchmark` extra. Steps, each skipped when its output is in --work_dir (an
-interrupted comparison resumes): 1. the Transformer of `RECIPE` (4 + 4 layers, 128 wide,
-4 heads, feed-forward 256, one shared embedding: the shape of the best published
-text-only Multi30k result) trained by fairseq-train on the run's prepared data as its
-SentencePiece pieces, for at most --train_minutes or until 10 epochs without a better
-validation loss, then its last 10 epoch checkpoints averaged; 2. that model converted by
-CTranslate2 in float32 and int8; 3. this project's exports of --model_dir (`EXPORTS`:
-float32, bfloat16 and int8 weights, each without and with the run's shortlist, built
-first if missing); 4. each translator in a fresh process (`benchmarks.translate_speed`'s
-for the exports), beam 5, on the test split: load, batch 1 over the first
---latency_sentences (then warm), batches of --batch_size sorted by length, peak memory,
-BLEU and chrF, size on disk. Prints a table naming the CPU, then one JSON line. About 75
-minutes on 2 cores; run it alone on the machine.
+Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Each stage keeps its
+output in --work_dir, and a re-run continues where the last one stopped:
+1. teachers: `pipelines.train` of --teacher_config per seed (`teacher_seedS/`);
+2. `pipelines.distill` of the first teacher (`distilled/`) and of all, an ensemble
+   (`distilled_ensemble/`);
+3. pilots: each preset of --pilots trained on `distilled/` for --pilot_minutes
+   (`pilots/PRESET/`), measured on the validation split;
+4. students: --student_config on each distilled data (`student/`, `student_ensemble/`),
+   each one's search the narrowest of --beams within --tolerance of its best validation
+   BLEU (`search.json`), which its export takes as its default;
+5. the Transformers (`benchmarks.compare.transformer`) of the teacher's data
+   (`transformer/`) and of `distilled/` (`transformer_student/`), CTranslate2 float32
+   and int8, each at beam 5 and greedy;
+6. every translator in a fresh process on the test split (`results/NAME.json`): the
+   mean of the first --latency_sentences requests of one sentence (then warm), batches of
+   --batch_size sorted by length, peak memory, sacreBLEU's BLEU, lowercased `intl` BLEU,
+   chrF, size on disk; beside them a process that only imports TensorFlow.
+Prints the tables and the goals' ratios, naming the CPU, then one JSON line.
 """
 
 import time
 
 _START = time.perf_counter()
 
-import glob  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 
 from absl import flags  # noqa: E402
 
@@ -44,319 +50,324 @@ from benchmarks import (  # noqa: E402
     run_prepared_data,
     run_python,
     run_timed,
-    time_fresh_process,
 )
-from benchmarks.compare.fairseq_tools import (  # noqa: E402
-    environment,
-    fairseq_train_command,
-    parameters,
-    progress_lines,
-    write_data,
-)
+from benchmarks.compare import transformer  # noqa: E402
 from benchmarks.translate_speed import time_export  # noqa: E402
 
-# This project's exports: name -> pipelines.export flags.
-EXPORTS = {
-    "convs2s_float32": ["--inference_dtype=float32"],
-    "convs2s_bfloat16": ["--inference_dtype=bfloat16"],
-    "convs2s_float32_shortlist": ["--inference_dtype=float32", "--shortlist"],
-    "convs2s_bfloat16_shortlist": ["--inference_dtype=bfloat16", "--shortlist"],
-    "convs2s_int8": ["--inference_dtype=float32", "--int8_weights"],
-    "convs2s_int8_shortlist": ["--inference_dtype=float32", "--int8_weights", "--shortlist"],
+DEFAULT_PILOTS = ["multi30k_student_d1", "multi30k_student_d2", "multi30k_student_d1_wide"]
+# The teacher's exports: name -> pipelines.export flags.
+TEACHER_EXPORTS = {
+    "teacher": [],
+    "teacher_bfloat16": ["--inference_dtype=bfloat16"],
+    "teacher_float32_shortlist": ["--shortlist"],
+    "teacher_bfloat16_shortlist": ["--inference_dtype=bfloat16", "--shortlist"],
+    "teacher_int8": ["--int8_weights"],
+    "teacher_int8_shortlist": ["--int8_weights", "--shortlist"],
 }
-# CTranslate2's models of the Transformer: name -> converter quantisation.
-CTRANSLATE2_MODELS = {"transformer_ct2_float32": "float32", "transformer_ct2_int8": "int8"}
-
-# fairseq-train's options for the model and its optimisation (see the module docstring).
-# fmt: off
-RECIPE = (
-    "--arch=transformer", "--encoder-layers=4", "--decoder-layers=4",
-    "--encoder-embed-dim=128", "--decoder-embed-dim=128",
-    "--encoder-ffn-embed-dim=256", "--decoder-ffn-embed-dim=256",
-    "--encoder-attention-heads=4", "--decoder-attention-heads=4",
-    "--share-all-embeddings", "--dropout=0.3",
-    "--optimizer=adam", "--adam-betas=(0.9, 0.98)", "--lr=0.005", "--lr-scheduler=inverse_sqrt",
-    "--warmup-updates=2000", "--warmup-init-lr=1e-07", "--weight-decay=0.0", "--clip-norm=0.0",
-    "--criterion=label_smoothed_cross_entropy", "--label-smoothing=0.1",
-    "--max-tokens=4096", "--patience=10",
+# The share of a pilot's budget its cooldown takes (the teacher config's: 5 of 58 minutes).
+PILOT_COOLDOWN_SHARE = 0.1
+# A table's columns: (heading, key of the figures, format).
+_COLUMNS = (
+    ("BLEU", "bleu", "{:.2f}"),
+    ("BLEU lc intl", "bleu_lowercase_intl", "{:.2f}"),
+    ("batch 1 ms (warm)", "batch1", "{}"),
+    ("batch {batch} sent/s", "batch_sentences_per_sec", "{:.1f}"),
+    ("peak RSS MiB", "peak_rss_mb", "{:,.0f}"),
+    ("disk MiB", "size_mb", "{:.1f}"),
 )
-# fmt: on
-AVERAGED_CHECKPOINTS = 10
-AVERAGED_NAME = "averaged.pt"
-_EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt$")
+_IMPORT_ONLY = (
+    "import json, tensorflow, tensorflow_text\nfrom benchmarks import peak_rss_mb\n"
+    "print(json.dumps({'peak_rss_mb': peak_rss_mb()}))\n"
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
     define = {"flag_values": flag_values}
-    run = os.path.join(ROOT, "runs", "multi30k_en_de")
-    flags.DEFINE_string("model_dir", run, "Trained run.", **define)
+    configs = os.path.join(ROOT, "configs")
     work_dir = os.path.join(ROOT, "runs", "compare_ctranslate2")
     flags.DEFINE_string("work_dir", work_dir, "Where everything goes.", **define)
-    flags.DEFINE_float("train_minutes", 58.0, "The Transformer's training budget.", **define)
-    flags.DEFINE_integer(
-        "max_epochs", 0, "Stop the Transformer after N epochs (0: budget).", **define
-    )
-    flags.DEFINE_integer("seed", 1, "The Transformer's training seed.", **define)
+    teacher = os.path.join(configs, "multi30k_en_de.cfg")
+    flags.DEFINE_string("teacher_config", teacher, "The teachers' flagfile.", **define)
+    student = os.path.join(configs, "student_multi30k.cfg")
+    flags.DEFINE_string("student_config", student, "The students' flagfile.", **define)
+    flags.DEFINE_list("teacher_seeds", ["1", "2"], "The teachers' seeds.", **define)
+    exports = list(TEACHER_EXPORTS)
+    flags.DEFINE_multi_enum("teacher_exports", exports, exports, "The teacher's exports.", **define)
+    flags.DEFINE_list("pilots", DEFAULT_PILOTS, "Presets of the pilots ('': none).", **define)
+    flags.DEFINE_float("pilot_minutes", 15.0, "Each pilot's training budget.", **define)
+    flags.DEFINE_list("beams", ["1", "2", "5"], "Searches a student chooses from.", **define)
+    flags.DEFINE_float("tolerance", 0.3, "Validation BLEU a narrower beam may lose.", **define)
+    flags.DEFINE_float("train_minutes", 58.0, "Each Transformer's training budget.", **define)
+    flags.DEFINE_integer("max_epochs", 0, "Transformers' most epochs (0: budget).", **define)
+    flags.DEFINE_integer("seed", 1, "The Transformers' training seed.", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.", **define)
     flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.", **define)
+    flags.DEFINE_list("export_flags", [], "More pipelines.export flags, every export.", **define)
     threads = os.cpu_count() or 1
     flags.DEFINE_integer("threads", threads, "Threads of fairseq and CTranslate2.", **define)
-    names = [*CTRANSLATE2_MODELS, *EXPORTS]
-    flags.DEFINE_multi_enum("translators", names, names, "Translators (repeatable).", **define)
-    flags.DEFINE_list("export_flags", [], "More pipelines.export flags, every export.", **define)
-    # A fresh CTranslate2 process (what step 4 runs for each CTranslate2 model).
+    # A fresh CTranslate2 process (what stage 6 runs for each CTranslate2 translator).
     flags.DEFINE_string("child_model", None, "Time this CTranslate2 model here.", **define)
-    compute_types = ["float32", "int8", "int8_float32"]
-    flags.DEFINE_enum("compute_type", "float32", compute_types, "Its compute.", **define)
-    flags.DEFINE_string("sentencepiece_model", None, "The child's pieces' model.", **define)
+    types = transformer.QUANTIZATIONS
+    flags.DEFINE_enum("compute_type", "float32", types, "Its compute type.", **define)
+    flags.DEFINE_integer("child_beam", 5, "Its beam.", **define)
+    flags.DEFINE_string("sentencepiece_model", None, "Its pieces' model.", **define)
     flags.DEFINE_integer("max_length", 200, "Most target pieces (max_len_b).", **define)
     define_child_flags(flag_values)
 
 
-class TextTranslator:
-    """Raw text to raw text through a `ctranslate2.Translator` (SentencePiece pieces in,
-    pieces out and detokenised, as this project's export does inside its graph), with the
-    project's translators' result shape: a list of (text, score) lists, best first."""
+def _json(path, make):
+    """The JSON object in `path`, made by `make()` and written there first if missing."""
+    if not os.path.isfile(path):
+        value = make()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(value, f)
+        os.replace(path + ".tmp", path)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
-    def __init__(self, translator, processor, beam_size=5, max_length=200, batch_size=128):
-        self.translator, self.processor = translator, processor
-        self.beam_size, self.max_length, self.batch_size = beam_size, max_length, batch_size
 
-    def translate(self, texts):
-        results = self.translator.translate_batch(
-            self.processor.encode(texts, out_type=str),
-            beam_size=self.beam_size,
-            max_batch_size=self.batch_size,
-            max_decoding_length=self.max_length,
-            return_scores=True,
-        )
-        return [
-            [(self.processor.decode(result.hypotheses[0]), result.scores[0])] for result in results
+def train(model_dir, *flags_):
+    """`pipelines.train` with `flags_` into `model_dir` (which resumes an interrupted run),
+    unless `model_dir.json` records it finished; its console appended to `model_dir.log`."""
+
+    def run_training():
+        print(f"training {model_dir}", flush=True)
+        arguments = ("-m", "pipelines.train", *flags_, f"--model_dir={model_dir}")
+        seconds, stdout, stderr = run_python(*arguments)
+        with open(model_dir + ".log", "a", encoding="utf-8") as f:
+            f.write(stdout + stderr)
+        return {"last_process_seconds": round(seconds)}
+
+    _json(model_dir + ".json", run_training)
+    return model_dir
+
+
+def distill(teachers, config, output_dir):
+    """`pipelines.distill` of the teacher runs into `output_dir` (which resumes); returns
+    the data's flagfile."""
+    flagfile = os.path.join(output_dir, "distillation", "data.cfg")
+    if not os.path.isfile(flagfile):
+        print(f"distilling {output_dir}", flush=True)
+        teacher = f"--model_dir={','.join(teachers)}"
+        arguments = (f"--flagfile={config}", teacher, f"--output_data_dir={output_dir}")
+        run_python("-m", "pipelines.distill", *arguments, "--noprogress_bar")
+    return flagfile
+
+
+def choose_search(options, model_dir):
+    """A trained run's search: {"bleu": {beam: validation BLEU}, "beam": chosen}."""
+
+    def bleu(beam):
+        arguments = (f"--model_dir={model_dir}", "--split=validation", f"--beam_size={beam}")
+        return last_json(run_python("-m", "pipelines.evaluate", *arguments, "--json")[1])["bleu"]
+
+    def choose():
+        scores = {beam: bleu(beam) for beam in options.beams}
+        eligible = [
+            b for b, score in scores.items() if score >= max(scores.values()) - options.tolerance
         ]
+        return {"bleu": scores, "beam": min(int(b) for b in eligible)}
+
+    return _json(os.path.join(model_dir, "search.json"), choose)
 
 
-def ctranslate2_child(options):
-    """A fresh process's figures of a CTranslate2 model (`time_fresh_process`'s, as an
-    export's): loaded on the CPU, one translation at a time on --threads threads."""
-    import ctranslate2
-    import sentencepiece as spm
-
-    def load():
-        translator = ctranslate2.Translator(
-            options.child_model,
-            device="cpu",
-            compute_type=options.compute_type,
-            inter_threads=1,
-            intra_threads=options.threads,
-        )
-        processor = spm.SentencePieceProcessor(model_file=options.sentencepiece_model)
-        return TextTranslator(translator, processor, 5, options.max_length, options.batch_size)
-
-    return time_fresh_process(load, options, _START)[1]
-
-
-def train_transformer_recipe(data_bin, languages, save_dir, minutes, seed, threads, max_epochs=0):
-    """Trains the recipe on `data_bin` into `save_dir` for at most `minutes` (and at most
-    `max_epochs` epochs, 0: no limit); returns fairseq-train's console (also in
-    `save_dir/train.log`) and its wall seconds.
-
-    Raises:
-        CommandError: fairseq-train failed.
-    """
-    command = fairseq_train_command(
-        data_bin,
-        languages,
-        *RECIPE,
-        f"--stop-time-hours={minutes / 60.0}",
-        f"--max-epoch={max_epochs}",
-        f"--seed={seed}",
-        f"--save-dir={save_dir}",
-        f"--keep-last-epochs={AVERAGED_CHECKPOINTS}",
-        log_interval=50,
-    )
-    seconds, stdout, stderr = run_timed(command, save_dir, environment(threads))
-    log = stdout + stderr
-    with open(os.path.join(save_dir, "train.log"), "w", encoding="utf-8") as f:
-        f.write(log)
-    return log, seconds
-
-
-def average(save_dir):
-    """Averages the parameters of the last `AVERAGED_CHECKPOINTS` epoch checkpoints into
-    `save_dir/averaged.pt` (the first's other state kept, as fairseq's own averaging
-    script does); returns its path and the epochs averaged. Raises FileNotFoundError if
-    `save_dir` holds no epoch checkpoint."""
-    import torch
-
-    paths = glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
-    found = sorted((int(m.group(1)), p) for p in paths if (m := _EPOCH_CHECKPOINT.search(p)))
-    found = found[-AVERAGED_CHECKPOINTS:]
-    if not found:
-        raise FileNotFoundError(f"{save_dir} holds no epoch checkpoint (checkpointN.pt).")
-    epochs, paths = [epoch for epoch, _ in found], [path for _, path in found]
-    first, totals = None, {}
-    for path in paths:
-        # Checkpoints this benchmark's own fairseq-train just wrote (they hold its
-        # configuration objects, which weights_only loading refuses).
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        for name, value in state["model"].items():
-            totals[name] = totals.get(name, 0.0) + value.double()
-        first = first or state
-    first["model"] = {
-        name: (total / len(paths)).to(first["model"][name].dtype) for name, total in totals.items()
-    }
-    output = os.path.join(save_dir, AVERAGED_NAME)
-    torch.save(first, output)
-    return output, epochs
-
-
-def training_summary(log):
-    """Epochs, updates and the last validation loss from fairseq-train's console."""
-    lines = progress_lines(log)
-    summaries = [line for line in lines if line["tag"] == "train"]
-    validations = re.findall(r"\| valid on 'valid' subset \| loss (\d+(?:\.\d+)?)", log)
-    return {
-        "epochs": summaries[-1]["epoch"] if summaries else 0,
-        "updates": int(summaries[-1]["num_updates"]) if summaries else 0,
-        "last_valid_loss": float(validations[-1]) if validations else None,
-        "parameters": parameters(log),
-    }
-
-
-def train_transformer(options, prepared, work_dir):
-    """Step 1: the averaged Transformer's checkpoint, its data directory and a summary of
-    its training (read back from its console when it was trained before)."""
-    save_dir = os.path.join(work_dir, "transformer")
-    averaged = os.path.join(save_dir, AVERAGED_NAME)
-    data_bin = os.path.join(work_dir, "data_bin")
-    languages = (prepared.source_lang, prepared.target_lang)
-    if not os.path.isdir(data_bin):
-        write_data(prepared, work_dir, splits=("train", "validation"))
-    if not os.path.isfile(averaged):
-        os.makedirs(save_dir, exist_ok=True)
-        print(f"training the Transformer for {options.train_minutes:g} minutes", flush=True)
-        settings = (options.train_minutes, options.seed, options.threads, options.max_epochs)
-        log, seconds = train_transformer_recipe(data_bin, languages, save_dir, *settings)
-        _, epochs = average(save_dir)
-        summary = dict(training_summary(log), wall_seconds=round(seconds), averaged_epochs=epochs)
-        with open(os.path.join(save_dir, "summary.json"), "w", encoding="utf-8") as f:
-            json.dump(summary, f)
-    with open(os.path.join(save_dir, "summary.json"), encoding="utf-8") as f:
-        return averaged, data_bin, json.load(f)
-
-
-def convert(options, checkpoint, data_bin, languages, work_dir):
-    """Step 2: CTranslate2's models of `checkpoint`, by name."""
-    paths = {}
-    for name, quantization in CTRANSLATE2_MODELS.items():
-        if name not in options.translators:
-            continue
-        path = os.path.join(work_dir, "ctranslate2", quantization)
-        if not os.path.isfile(os.path.join(path, "model.bin")):
-            # fairseq checkpoints hold its configuration objects, which only a full
-            # unpickling reads; this one was trained by this benchmark, so it is trusted.
-            run_python(
-                "-m",
-                "ctranslate2.converters.fairseq",
-                f"--model_path={checkpoint}",
-                f"--data_dir={data_bin}",
-                f"--source_lang={languages[0]}",
-                f"--target_lang={languages[1]}",
-                f"--output_dir={path}",
-                f"--quantization={quantization}",
-                "--unsafe_deserialization",
-                "--force",
-            )
-        paths[name] = path
-    return paths
-
-
-def export(options, work_dir):
-    """Step 3: this project's exports, by name (their version directories)."""
-    from convs2s_tf.shortlist import shortlist_path
-
-    names = [name for name in EXPORTS if name in options.translators]
-    shortlisted = any("--shortlist" in EXPORTS[name] for name in names)
-    if shortlisted and not os.path.isfile(shortlist_path(options.model_dir)):
-        run_python("-m", "pipelines.build_shortlist", f"--model_dir={options.model_dir}")
-    paths = {}
-    for name in names:
-        base = os.path.join(work_dir, "exports", name)
-        if not os.path.isdir(base):
-            export_seconds(options.model_dir, base, *EXPORTS[name], *options.export_flags)
-        versions = sorted(entry for entry in os.listdir(base) if entry.isdigit())
-        paths[name] = os.path.join(base, versions[-1])
-    return paths
-
-
-def scored(name, figures, output, model_path, split):
-    """Step 4 for one translator: the figures of its fresh process, with the scores of its
-    translations (in `output`) and its size."""
-    figures.update(split.scores(read_lines(output)))
-    figures["size_mb"] = round(directory_bytes(model_path) / 2**20, 1)
-    print(f"{name}: {json.dumps(figures)}", flush=True)
-    return figures
-
-
-def table(options, results, cpu):
-    """The comparison as a Markdown table."""
-    lines = [
-        f"CPU: {cpu}. Beam 5, test split; batch 1: mean of the first "
-        f"{options.latency_sentences} requests of a fresh process (then warm); batch "
-        f"{options.batch_size}: sentences sorted by length, the first pass.",
-        "",
-        "| translator | BLEU | BLEU (lowercased, intl) | chrF | batch 1 ms (warm) "
-        f"| batch {options.batch_size} sentences/s | peak memory MiB | size on disk MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+def table(results, batch_size):
+    """Translators' figures as a Markdown table."""
+    header = ["translator", *(label.format(batch=batch_size) for label, _, _ in _COLUMNS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for name, figures in results.items():
+        batch1 = f"{figures['batch1_mean_ms']:.2f} ({figures['batch1_warm_mean_ms']:.2f})"
+        figures = dict(figures, batch1=batch1)
         lines.append(
-            f"| {name} | {figures['bleu']:.2f} | {figures['bleu_lowercase_intl']:.2f} "
-            f"| {figures['chrf']:.2f} | {figures['batch1_mean_ms']:.2f} "
-            f"({figures['batch1_warm_mean_ms']:.2f}) | {figures['batch_sentences_per_sec']:.1f} "
-            f"| {figures['peak_rss_mb']:,.0f} | {figures['size_mb']:.1f} |"
+            f"| {name} | " + " | ".join(f.format(figures[k]) for _, k, f in _COLUMNS) + " |"
         )
     return "\n".join(lines)
 
 
+def goals(results, student_row, baseline, tolerance):
+    """The goals' ratios: the student against each rival (the Transformer student at its
+    fastest row at batch 1 within `tolerance` BLEU of its best)."""
+    ours = results[student_row]
+
+    def against(row):
+        theirs = results[row]
+        speed = ours["batch_sentences_per_sec"] / theirs["batch_sentences_per_sec"]
+        return {
+            "against": row,
+            "bleu_difference": round(ours["bleu"] - theirs["bleu"], 2),
+            "batch1_ms_ratio": round(ours["batch1_mean_ms"] / theirs["batch1_mean_ms"], 3),
+            "batch_speed_ratio": round(speed, 3),
+        }
+
+    rivals = {name: f for name, f in results.items() if name.startswith("transformer_student_")}
+    best = max(figures["bleu"] for figures in rivals.values())
+    eligible = [name for name, f in rivals.items() if f["bleu"] >= best - tolerance]
+    fastest = min(eligible, key=lambda name: rivals[name]["batch1_mean_ms"])
+    return {
+        "student": student_row,
+        "transformer": against("transformer_ct2_float32_beam5"),
+        "transformer_student": against(fastest),
+        "teacher": against("teacher_beam5"),
+        "peak_rss_to_import_only": round(ours["peak_rss_mb"] / baseline["peak_rss_mb"], 3),
+    }
+
+
+class Comparison:
+    """The stages of one comparison (`options`: this module's flags) in --work_dir."""
+
+    def __init__(self, options):
+        self.options, self.work = options, options.work_dir
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    def teachers_and_data(self):
+        """Stages 1 and 2: the teacher runs and {student name: its data's flagfile}."""
+        config = self.options.teacher_config
+        teachers = [
+            train(self.path(f"teacher_seed{seed}"), f"--flagfile={config}", f"--seed={seed}")
+            for seed in self.options.teacher_seeds
+        ]
+        data = {"student": distill(teachers[:1], config, self.path("distilled"))}
+        if len(teachers) > 1:
+            data["student_ensemble"] = distill(teachers, config, self.path("distilled_ensemble"))
+        return teachers, data
+
+    def splits(self, prepared):
+        """The validation and test splits, sentences ordered by their pieces."""
+        import sentencepiece as spm
+
+        pieces = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path).encode
+        splits = {}
+        for split, limit in (("validation", 0), ("test", self.options.sentences)):
+            os.makedirs(self.path(split), exist_ok=True)
+            settings = (limit, self.options.latency_sentences, lambda text: len(pieces(text)))
+            splits[split] = TestSplit(prepared, self.path(split), *settings, split=split)
+        return splits
+
+    def student(self, name, data_flagfile, *flags_):
+        """Stage 3 or 4: a student trained, its search chosen; (run, search)."""
+        student_config = f"--flagfile={self.options.student_config}"
+        model_dir = train(self.path(name), student_config, f"--flagfile={data_flagfile}", *flags_)
+        return model_dir, choose_search(self.options, model_dir)
+
+    def pilot(self, preset, data_flagfile, validation):
+        """Stage 3: one pilot ("config": the student config's own model)."""
+        minutes = self.options.pilot_minutes
+        budget = [f"--max_train_minutes={minutes:g}"]
+        budget.append(f"--anneal_final_minutes={minutes * PILOT_COOLDOWN_SHARE:g}")
+        chosen = [] if preset == "config" else [f"--preset={preset}"]
+        model_dir, search = self.student(f"pilots/{preset}", data_flagfile, *chosen, *budget)
+        figures = self.export_measured(f"pilot_{preset}", model_dir, search["beam"], validation)
+        return dict(figures, search=search)
+
+    def measured(self, name, split, time_it, model_path):
+        """Stage 6 for one translator: the fresh process `time_it(output, split)` times, the
+        scores of its translations and its size."""
+
+        def measure():
+            output = self.path("translations", name + ".txt")
+            os.makedirs(os.path.dirname(output), exist_ok=True)
+            figures = time_it(output, split)
+            figures.update(split.scores(read_lines(output)))
+            figures["size_mb"] = round(directory_bytes(model_path) / 2**20, 1)
+            return figures
+
+        figures = _json(self.path("results", name + ".json"), measure)
+        print(f"{name}: {json.dumps(figures)}", flush=True)
+        return figures
+
+    def export_measured(self, name, model_dir, beam, split, *export_flags):
+        """`measured` of the export of `model_dir` with search `beam` (`NAME_beamB`)."""
+        row, base = f"{name}_beam{beam}", self.path("exports", f"{name}_beam{beam}")
+        if not os.path.isdir(base):
+            export_flags += (f"--beam_size={beam}", *self.options.export_flags)
+            export_seconds(model_dir, base, *export_flags)
+        version = os.path.join(base, max((e for e in os.listdir(base) if e.isdigit()), key=int))
+        batch = self.options.batch_size
+        time_it = lambda output, split: time_export(version, split, output, batch)  # noqa: E731
+        return self.measured(row, split, time_it, version)
+
+    def teacher_exports(self, teacher, split):
+        """The first teacher's exports of --teacher_exports, measured (beam 5)."""
+        from convs2s_tf.shortlist import shortlist_path
+
+        names = self.options.teacher_exports
+        if any("--shortlist" in TEACHER_EXPORTS[name] for name in names):
+            if not os.path.isfile(shortlist_path(teacher)):
+                run_python("-m", "pipelines.build_shortlist", f"--model_dir={teacher}")
+        measure = self.export_measured
+        return {f"{n}_beam5": measure(n, teacher, 5, split, *TEACHER_EXPORTS[n]) for n in names}
+
+    def transformers(self, named_data, split):
+        """Stage 5 with its measurements: each Transformer of `named_data` ({name:
+        PreparedData}) in CTranslate2's fresh processes; (results, training summaries)."""
+        options, results, summaries = self.options, {}, {}
+        settings = (options.train_minutes, options.seed, options.threads, options.max_epochs)
+        for name, data in named_data.items():
+            trained = transformer.train(data, self.path(name), *settings)
+            checkpoint, data_bin, summaries[name] = trained
+            languages = (data.source_lang, data.target_lang)
+            converted = transformer.convert(checkpoint, data_bin, languages, self.path(name))
+            for (quantization, model), beam in itertools.product(converted.items(), (5, 1)):
+                flags_ = [f"--child_model={model}", f"--compute_type={quantization}"]
+                flags_ += [f"--child_beam={beam}", f"--threads={options.threads}"]
+                flags_.append(f"--sentencepiece_model={data.sentencepiece_model_path}")
+                row = f"{name}_ct2_{quantization}_" + ("greedy" if beam == 1 else f"beam{beam}")
+                results[row] = self.measured(row, split, self.child_timer(flags_), model)
+        return results, summaries
+
+    def child_timer(self, flags_):
+        """Times a fresh process of this module with the child flags `flags_`."""
+        batch_size, module = self.options.batch_size, "benchmarks.compare.ctranslate2"
+
+        def time_it(output, split):
+            command = child_command(module, split, output, batch_size, *flags_)
+            return last_json(run_timed(command)[1])
+
+        return time_it
+
+
 def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
-    import sentencepiece as spm
+    from convs2s_tf.data.data_directory import PreparedData
 
     if options.child_model:
-        print(json.dumps(ctranslate2_child(options)))
+        print(json.dumps(transformer.child(options, _START)))
         return
-    prepared = run_prepared_data(options.model_dir)
-    work_dir = options.work_dir
-    os.makedirs(os.path.join(work_dir, "translations"), exist_ok=True)
-    cpu = cpu_description()
-    checkpoint, data_bin, training = train_transformer(options, prepared, work_dir)
-    print(f"Transformer: {json.dumps(training)}", flush=True)
-    languages = (prepared.source_lang, prepared.target_lang)
-    pieces = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path).encode
-    limits = (options.sentences, options.latency_sentences)
-    split = TestSplit(prepared, work_dir, *limits, lambda sentence: len(pieces(sentence)))
-    results = {}
-    for name, path in convert(options, checkpoint, data_bin, languages, work_dir).items():
-        output = os.path.join(work_dir, "translations", name + ".txt")
-        command = child_command(
-            "benchmarks.compare.ctranslate2",
-            split,
-            output,
-            options.batch_size,
-            f"--child_model={path}",
-            f"--compute_type={CTRANSLATE2_MODELS[name]}",
-            f"--sentencepiece_model={prepared.sentencepiece_model_path}",
-            f"--threads={options.threads}",
-        )
-        results[name] = scored(name, last_json(run_timed(command)[1]), output, path, split)
-    for name, path in export(options, work_dir).items():
-        output = os.path.join(work_dir, "translations", name + ".txt")
-        figures = time_export(path, split, output, options.batch_size)
-        results[name] = scored(name, figures, output, path, split)
-    print(table(options, results, cpu))
-    print(json.dumps({"cpu": cpu, "transformer": training, "translators": results}))
+    comparison, cpu = Comparison(options), cpu_description()
+    teachers, data = comparison.teachers_and_data()
+    prepared = run_prepared_data(teachers[0])
+    splits = comparison.splits(prepared)
+    pilots = {
+        p: comparison.pilot(p, data["student"], splits["validation"]) for p in options.pilots if p
+    }
+    if pilots:
+        print("Pilots, validation split:\n" + table(pilots, options.batch_size), flush=True)
+    test, searches = splits["test"], {}
+    results = comparison.teacher_exports(teachers[0], test)
+    for name, flagfile in data.items():
+        model_dir, searches[name] = comparison.student(name, flagfile)
+        for beam in sorted({searches[name]["beam"], 5 if name == "student" else 0} - {0}):
+            results[f"{name}_beam{beam}"] = comparison.export_measured(name, model_dir, beam, test)
+    distilled = PreparedData.load(os.path.dirname(os.path.dirname(data["student"])))
+    rivals = {"transformer": prepared, "transformer_student": distilled}
+    transformers, summaries = comparison.transformers(rivals, test)
+    results.update(transformers)
+    import_only = lambda: last_json(run_python("-c", _IMPORT_ONLY)[1])  # noqa: E731
+    baseline = _json(comparison.path("results", "import_only.json"), import_only)
+    student_row = f"student_beam{searches['student']['beam']}"
+    reached = goals(results, student_row, baseline, options.tolerance)
+    print(
+        f"CPU: {cpu}. Test split; batch 1: the first {options.latency_sentences} requests "
+        f"of a fresh process (then warm); batch {options.batch_size}: sorted by length, the "
+        f"first pass. A process importing TensorFlow: {baseline['peak_rss_mb']:,.0f} MiB."
+    )
+    print(table(results, options.batch_size) + f"\nGoals: {json.dumps(reached)}")
+    line = {"cpu": cpu, "pilots": pilots, "searches": searches, "transformers": summaries}
+    print(json.dumps(dict(line, translators=results, import_only=baseline, goals=reached)))
 
 
 if __name__ == "__main__":
