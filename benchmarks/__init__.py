@@ -4,6 +4,7 @@ and the settings of a flagfile. Nothing here imports TensorFlow at import time: 
 process timed by a benchmark imports it itself.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -92,8 +93,6 @@ def export_seconds(model_dir, export_dir, *arguments):
 
 def last_json(stdout):
     """The JSON line a benchmark (or its child) ends its standard output with."""
-    import json
-
     return json.loads(stdout.strip().splitlines()[-1])
 
 
@@ -119,10 +118,7 @@ def directory_bytes(path):
 
 def in_corpus_order(translations, order):
     """`translations` of the sentences `order` lists, back in corpus order."""
-    restored = [None] * len(order)
-    for translation, index in zip(translations, order):
-        restored[index] = translation
-    return restored
+    return [translation for _, translation in sorted(zip(order, translations))]
 
 
 def run_prepared_data(model_dir, data_dir=None):

@@ -70,16 +70,10 @@ def write_corpus(pairs):
 
 
 def corpus_flags(prefixes, pairs):
-    return [
-        "--dataset=local",
-        f"--train_prefix={prefixes['train']}",
-        f"--valid_prefix={prefixes['valid']}",
-        f"--test_prefix={prefixes['test']}",
-        "--source_lang=en",
-        "--target_lang=de",
-        "--vocab_size=8000",
-        f"--data_dir={os.path.join(FLAGS.work_dir, f'data_{pairs}')}",
-    ]
+    splits = [f"--{split}_prefix={prefix}" for split, prefix in prefixes.items()]
+    languages = ["--source_lang=en", "--target_lang=de", "--vocab_size=8000"]
+    data_dir = f"--data_dir={os.path.join(FLAGS.work_dir, f'data_{pairs}')}"
+    return ["--dataset=local", *splits, *languages, data_dir]
 
 
 def run_measured(command, cwd=ROOT):

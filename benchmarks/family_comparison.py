@@ -52,13 +52,8 @@ def define_flags(flag_values=flags.FLAGS):
 def _python(arguments, log_path=None):
     """Runs `python -m ARGUMENTS` from the repository root; returns its stdout (the
     console also goes to `log_path`). Fails with the end of its output."""
-    result = subprocess.run(
-        python("-m", *arguments),
-        cwd=ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-    )
+    command, env = python("-m", *arguments), child_env()
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if log_path:
         with open(log_path, "w", encoding="utf-8") as f:
             f.write(result.stdout + result.stderr)

@@ -51,9 +51,8 @@ def _translator(loaded, shortlist):
     from convs2s_tf.export.translation_module import TranslationModule
     from convs2s_tf.inference.text_translators import TextFunctionsTranslator
 
-    module = TranslationModule(
-        loaded.model, loaded.tokenizer, loaded.search_config, SearchBuckets(), shortlist
-    )
+    model, config = (loaded.model, loaded.tokenizer, loaded.search_config), SearchBuckets()
+    module = TranslationModule(*model, config, shortlist)
     functions = {"serving_default": module.translate, "translate_nbest": module.translate_nbest}
     return TextFunctionsTranslator(functions, loaded.search_config.beam_size, module)
 
@@ -82,9 +81,8 @@ def measure(loaded, shortlist, splits):
     translator.translate(test_sources[: FLAGS.batch_size])  # traces the graph path
     start = time.perf_counter()
     hypotheses = translator.translate_all(test_sources, FLAGS.batch_size, in_flight=1)
-    result["batch_sentences_per_second"] = round(
-        len(test_sources) / (time.perf_counter() - start), 1
-    )
+    rate = len(test_sources) / (time.perf_counter() - start)
+    result["batch_sentences_per_second"] = round(rate, 1)
     result["test_bleu"] = round(corpus_scores(hypotheses, test_references)["bleu"], 2)
     valid_sources, valid_references = splits["validation"]
     hypotheses = translator.translate_all(valid_sources, FLAGS.batch_size)
@@ -94,9 +92,8 @@ def measure(loaded, shortlist, splits):
     result["batch1_ms"] = round(float(np.mean(request_milliseconds(translator, latency))), 2)
     if shortlist is not None:
         result["set_size_batch1"] = _mean_set_size(shortlist, loaded.tokenizer, latency, 1)
-        result["set_size_batch"] = _mean_set_size(
-            shortlist, loaded.tokenizer, test_sources, FLAGS.batch_size
-        )
+        batches = (test_sources, FLAGS.batch_size)
+        result["set_size_batch"] = _mean_set_size(shortlist, loaded.tokenizer, *batches)
     return result
 
 
@@ -109,9 +106,8 @@ def run(options):
     from convs2s_tf.shortlist import build_shortlist
 
     sizes = _sizes()
-    loaded = load_inference_model(
-        FLAGS.model_dir, search_config=SearchConfig(dtype=FLAGS.inference_dtype)
-    )
+    search_config = SearchConfig(dtype=FLAGS.inference_dtype)
+    loaded = load_inference_model(FLAGS.model_dir, search_config=search_config)
     data = run_prepared_data(FLAGS.model_dir)
     splits = {
         split: list(map(read_lines, data.split_paths(split))) for split in ("validation", "test")

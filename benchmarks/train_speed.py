@@ -59,18 +59,13 @@ def measure(variant, preset, max_tokens, steps, config, profile_dir=None):
     from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
 
     prepared = prepared_data(config)
-    training_data = TrainingData(
-        prepared.shard_paths("train"), prepared.length_index("train"), max_tokens=max_tokens
-    )
+    shards, index = prepared.shard_paths("train"), prepared.length_index("train")
+    training_data = TrainingData(shards, index, max_tokens=max_tokens)
     model = model_config(preset, prepared.summary["vocab_size"], config)
-    training = TrainingConfig(
-        dtype="bfloat16" if variant == "bfloat16" else "float32",
-        xla=variant == "xla",
-        progress_bar=False,
-    )
-    trainer = Trainer(
-        lambda: build_model(model), training, tempfile.mkdtemp(), create_strategy("mirrored")
-    )
+    dtype = "bfloat16" if variant == "bfloat16" else "float32"
+    training = TrainingConfig(dtype=dtype, xla=variant == "xla", progress_bar=False)
+    strategy, model_dir = create_strategy("mirrored"), tempfile.mkdtemp()
+    trainer = Trainer(lambda: build_model(model), training, model_dir, strategy)
     distributed = trainer.strategy.distribute_datasets_from_function(training_data.dataset)
     trainer.build_steps(distributed.element_spec)
     steps_per_epoch = training_data.steps_per_epoch(trainer.placement)

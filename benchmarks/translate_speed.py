@@ -13,8 +13,8 @@ and beam-5 sentences/s after an untimed pass, BLEU, warm batch-1 ms. `exports`: 
 process as a server meets it: import, load (warm-up included), the first request, the
 batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU.
 `whole_process`: the median wall time of --repeats `pipelines.translate` processes for
-one sentence and the split, split into import, load and translation, and the phases
-timed in one process. Ends with one JSON line.
+one sentence and the split, and its phases (import, load, translations) timed in one
+process. Ends with one JSON line.
 """
 
 import time
@@ -182,7 +182,7 @@ def exports(options, split, work_dir):
 
 
 def whole_process(options, split, work_dir):
-    """The `whole_process` part: medians, their breakdown and the in-process phases."""
+    """The `whole_process` part: medians and the phases of one process."""
 
     def median_seconds(arguments):
         return statistics.median(run_python(*arguments)[0] for _ in range(options.repeats))
@@ -193,8 +193,6 @@ def whole_process(options, split, work_dir):
         output = f"--output={os.path.join(work_dir, 'output.txt')}"
         return median_seconds(command + [f"--input={source}", output, *options.translate_flags])
 
-    imported = median_seconds(["-c", "import pipelines.translate"])
-    empty = translate_seconds([], "empty")
     one = translate_seconds(split.sources[:1], "one")
     whole = translate_seconds(split.sources, "all")
     all_lines = os.path.join(work_dir, "all.txt")  # what translate_seconds wrote
@@ -203,17 +201,10 @@ def whole_process(options, split, work_dir):
         "repeats": options.repeats,
         "one_sentence_seconds": round(one, 2),
         "all_lines_seconds": round(whole, 2),
-        "breakdown": {
-            "import": round(imported, 2),
-            "load": round(empty - imported, 2),
-            "translate_one_sentence": round(one - empty, 2),
-            "translate_all_lines": round(whole - empty, 2),
-        },
         "in_one_process": {name: round(value, 2) for name, value in phases.items()},
     }
     print(f"pipelines.translate, median of {options.repeats} processes:")
     print(f"  one sentence {one:.2f} s, {len(split.sources):,} lines {whole:.2f} s")
-    print("  " + ", ".join(f"{k} {v:.2f} s" for k, v in results["breakdown"].items()))
     print("  in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     return results
 

@@ -1,6 +1,6 @@
 """benchmarks.compare.ctranslate2 end to end with the smallest settings: a tiny teacher
 trained for two steps on the short corpus, its distilled data, a pilot and a student of
-a tiny config, fairseq Transformers trained for one epoch on both data and converted by
+a student's shape, fairseq Transformers trained for one epoch on both data and converted by
 CTranslate2, every translator timed; each stage's output checked, not the figures, and a
 second run finding every stage done."""
 
@@ -32,7 +32,9 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     teacher_config, student_config = tmp_path / "teacher.cfg", tmp_path / "student.cfg"
     data = [f"--data_dir={tmp_path / 'data'}", *local_corpus_flags(short_corpus)]
     teacher_config.write_text("\n".join([*data, *TINY_RUN]) + "\n")
-    student_config.write_text(f"--flagfile={teacher_config}\n--seed=3\n")
+    # A student's shape at test size: four encoder blocks, one narrow decoder block of 5 taps.
+    student = ["--encoder_layers=[(16, 3)] * 4", "--decoder_layers=[(8, 5)]", "--seed=3"]
+    student_config.write_text("\n".join([f"--flagfile={teacher_config}", *student]) + "\n")
     work_dir = tmp_path / "work"
     arguments = [
         "benchmark",

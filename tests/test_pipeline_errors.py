@@ -132,7 +132,7 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads(fork_server):
         ),
         "build_shortlist": _shared(g.RUN, g.SHORTLIST),
         "distill": _shared(
-            g.RUN, g.SEARCH, g.DISTILL, also=["checkpoint", "batch_size", "workers"]
+            g.RUN, g.SEARCH, g.DISTILL, also=["checkpoint", "batch_size", "workers", "progress_bar"]
         ),
     }
     results = _run_all({name: (name, ["--help"]) for name in PIPELINES}, fork_server)

@@ -1,29 +1,23 @@
-"""Distilled ConvS2S students against their teacher and against what a user picking a
-fast CPU translator would use instead: a small Transformer on CTranslate2, trained on the
+"""Distilled ConvS2S students against their teacher and against a small Transformer on
+CTranslate2 (what a user picking a fast CPU translator would use instead), trained on the
 teacher's data and on the same distilled data. One machine, one run.
 
     python -m benchmarks.compare.ctranslate2 [--work_dir=runs/compare_ctranslate2] \\
         [--teacher_config=configs/multi30k_en_de.cfg] \\
         [--student_config=configs/student_multi30k.cfg] [--teacher_seeds=1,2]
 
-Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Each stage keeps its
-output in --work_dir, and a re-run continues where the last one stopped:
-1. teachers: `pipelines.train` of --teacher_config per seed (`teacher_seedS/`);
-2. `pipelines.distill` of the first teacher (`distilled/`) and of all, an ensemble
-   (`distilled_ensemble/`);
-3. pilots: each preset of --pilots trained on `distilled/` for --pilot_minutes
-   (`pilots/PRESET/`), measured on the validation split;
-4. students: --student_config on each distilled data (`student/`, `student_ensemble/`),
-   each one's search the narrowest of --beams within --tolerance of its best validation
-   BLEU (`search.json`), which its export takes as its default;
-5. the Transformers (`benchmarks.compare.transformer`) of the teacher's data
-   (`transformer/`) and of `distilled/` (`transformer_student/`), CTranslate2 float32
-   and int8, each at beam 5 and greedy;
-6. every translator in a fresh process on the test split (`results/NAME.json`): the
-   mean of the first --latency_sentences requests of one sentence (then warm), batches of
-   --batch_size sorted by length, peak memory, sacreBLEU's BLEU, lowercased `intl` BLEU,
-   chrF, size on disk; beside them a process that only imports TensorFlow.
-Prints the tables and the goals' ratios, naming the CPU, then one JSON line.
+Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Stages, each kept in
+--work_dir (a re-run continues): teachers (`pipelines.train` per seed); their distilled
+data, the first's and the ensemble's (`pipelines.distill`); pilots, each of --pilots for
+--pilot_minutes, measured on validation; students of --student_config on each distilled
+data, each one's search the narrowest of --beams within --tolerance of its best
+validation BLEU (`search.json`, its export's default); Transformers of the teacher's and
+the distilled data (`benchmarks.compare.transformer`: CTranslate2 float32 and int8, beam
+5 and greedy). Every translator then runs in a fresh process on the test split: the first
+--latency_sentences requests of one sentence (then warm), batches of --batch_size sorted
+by length, peak memory, BLEU (also lowercased `intl`), chrF, size on disk; beside them a
+process that only imports TensorFlow. Prints the tables and the goals' ratios, naming
+the CPU, then one JSON line.
 """
 
 import time
@@ -75,10 +69,7 @@ _COLUMNS = (
     ("peak RSS MiB", "peak_rss_mb", "{:,.0f}"),
     ("disk MiB", "size_mb", "{:.1f}"),
 )
-_IMPORT_ONLY = (
-    "import json, tensorflow, tensorflow_text\nfrom benchmarks import peak_rss_mb\n"
-    "print(json.dumps({'peak_rss_mb': peak_rss_mb()}))\n"
-)
+_IMPORT_ONLY = "import tensorflow, tensorflow_text, benchmarks\nprint(benchmarks.peak_rss_mb())"
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -99,7 +90,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float("tolerance", 0.3, "Validation BLEU a narrower beam may lose.", **define)
     flags.DEFINE_float("train_minutes", 58.0, "Each Transformer's training budget.", **define)
     flags.DEFINE_integer("max_epochs", 0, "Transformers' most epochs (0: budget).", **define)
-    flags.DEFINE_integer("seed", 1, "The Transformers' training seed.", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.", **define)
     flags.DEFINE_integer("batch_size", 128, "Sentences per batched request.", **define)
@@ -112,7 +102,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_enum("compute_type", "float32", types, "Its compute type.", **define)
     flags.DEFINE_integer("child_beam", 5, "Its beam.", **define)
     flags.DEFINE_string("sentencepiece_model", None, "Its pieces' model.", **define)
-    flags.DEFINE_integer("max_length", 200, "Most target pieces (max_len_b).", **define)
     define_child_flags(flag_values)
 
 
@@ -192,14 +181,13 @@ def goals(results, student_row, baseline, tolerance):
     ours = results[student_row]
 
     def against(row):
-        theirs = results[row]
-        speed = ours["batch_sentences_per_sec"] / theirs["batch_sentences_per_sec"]
-        return {
-            "against": row,
-            "bleu_difference": round(ours["bleu"] - theirs["bleu"], 2),
-            "batch1_ms_ratio": round(ours["batch1_mean_ms"] / theirs["batch1_mean_ms"], 3),
-            "batch_speed_ratio": round(speed, 3),
-        }
+        theirs, speed = results[row], "batch_sentences_per_sec"
+        ratios = dict(batch1_ms_ratio=ours["batch1_mean_ms"] / theirs["batch1_mean_ms"])
+        ratios.update(batch_speed_ratio=ours[speed] / theirs[speed])
+        difference = round(ours["bleu"] - theirs["bleu"], 2)
+        return dict(
+            {k: round(v, 3) for k, v in ratios.items()}, against=row, bleu_difference=difference
+        )
 
     rivals = {name: f for name, f in results.items() if name.startswith("transformer_student_")}
     best = max(figures["bleu"] for figures in rivals.values())
@@ -236,15 +224,12 @@ class Comparison:
         return teachers, data
 
     def splits(self, prepared):
-        """The validation and test splits, sentences ordered by their pieces."""
-        import sentencepiece as spm
-
-        pieces = spm.SentencePieceProcessor(model_file=prepared.sentencepiece_model_path).encode
+        """The validation and test splits (their batches sorted by characters)."""
         splits = {}
         for split, limit in (("validation", 0), ("test", self.options.sentences)):
             os.makedirs(self.path(split), exist_ok=True)
-            settings = (limit, self.options.latency_sentences, lambda text: len(pieces(text)))
-            splits[split] = TestSplit(prepared, self.path(split), *settings, split=split)
+            settings = (limit, self.options.latency_sentences, len, split)
+            splits[split] = TestSplit(prepared, self.path(split), *settings)
         return splits
 
     def student(self, name, data_flagfile, *flags_):
@@ -305,10 +290,11 @@ class Comparison:
         """Stage 5 with its measurements: each Transformer of `named_data` ({name:
         PreparedData}) in CTranslate2's fresh processes; (results, training summaries)."""
         options, results, summaries = self.options, {}, {}
-        settings = (options.train_minutes, options.seed, options.threads, options.max_epochs)
+        seed = int(options.teacher_seeds[0])  # the first teacher's
+        settings = (options.train_minutes, seed, options.threads, options.max_epochs)
         for name, data in named_data.items():
-            trained = transformer.train(data, self.path(name), *settings)
-            checkpoint, data_bin, summaries[name] = trained
+            checkpoint, data_bin, summary = transformer.train(data, self.path(name), *settings)
+            summaries[name] = summary
             languages = (data.source_lang, data.target_lang)
             converted = transformer.convert(checkpoint, data_bin, languages, self.path(name))
             for (quantization, model), beam in itertools.product(converted.items(), (5, 1)):
@@ -356,8 +342,8 @@ def run(options):
     rivals = {"transformer": prepared, "transformer_student": distilled}
     transformers, summaries = comparison.transformers(rivals, test)
     results.update(transformers)
-    import_only = lambda: last_json(run_python("-c", _IMPORT_ONLY)[1])  # noqa: E731
-    baseline = _json(comparison.path("results", "import_only.json"), import_only)
+    path = comparison.path("results", "import_only.json")
+    baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
     student_row = f"student_beam{searches['student']['beam']}"
     reached = goals(results, student_row, baseline, options.tolerance)
     print(

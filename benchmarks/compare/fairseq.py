@@ -15,6 +15,7 @@ sentence, and each command's import). Counts the identical translations; prints 
 of the ratios (> 1: this project faster) naming the CPU, then one JSON line.
 """
 
+import functools
 import json
 import os
 import tempfile
@@ -109,15 +110,12 @@ class Comparison:
         count, latency = len(self.sources), len(self.split.first)
         prefixes = [self._write_pieces("all", count), self._write_pieces("first", latency)]
         data_bin = self.path("data_bin")
-        fairseq_tools.preprocess(self.export, prefixes, data_bin, self.work_dir)
+        fairseq_tools.preprocess(self.export, {"test": prefixes}, data_bin, self.work_dir)
         # fairseq-preprocess names the subsets of --testpref test, test1, ...
-        arguments = (self.export, data_bin)
-        batched = fairseq_tools.generate(
-            *arguments, "test", count, self.batch_size, self.search_config, self.work_dir
-        )
-        single = fairseq_tools.generate(
-            *arguments, "test1", latency, 1, self.search_config, self.work_dir
-        )
+        settings = (self.search_config, self.work_dir)
+        generate = functools.partial(fairseq_tools.generate, self.export, data_bin)
+        batched = generate("test", count, self.batch_size, *settings)
+        single = generate("test1", latency, 1, *settings)
         self.results.update(
             fairseq_batch_sentences_per_sec=batched.sentences_per_second,
             fairseq_batch_wall_seconds=round(batched.wall_seconds, 2),
@@ -163,14 +161,9 @@ class Comparison:
             command = ["-m", "pipelines.translate", f"--model_dir={self.options.model_dir}"]
             command += [f"--input={path}", f"--output={output}", *self.search_flags()]
             self.results[f"translate_{name}_seconds"] = round(run_python(*command)[0], 2)
-            fairseq_seconds, fairseq_translations = fairseq_tools.interactive(
-                self.export,
-                path,
-                len(lines),
-                self.options.interactive_batch_size,
-                self.search_config,
-                self.work_dir,
-            )
+            settings = (self.options.interactive_batch_size, self.search_config, self.work_dir)
+            interactive = fairseq_tools.interactive(self.export, path, len(lines), *settings)
+            fairseq_seconds, fairseq_translations = interactive
             self.results[f"interactive_{name}_seconds"] = round(fairseq_seconds, 2)
             if name == "all":
                 self.translations["pipelines.translate"] = read_lines(output)
@@ -181,10 +174,8 @@ class Comparison:
         """The time each command line takes to import its module (Python's start-up
         included), and whether TensorFlow came with it (fairseq imports
         torch.utils.tensorboard, which imports TensorFlow where it is installed)."""
-        for name, module in (
-            ("translate", "pipelines.translate"),
-            ("interactive", "fairseq_cli.interactive"),
-        ):
+        modules = {"translate": "pipelines.translate", "interactive": "fairseq_cli.interactive"}
+        for name, module in modules.items():
             code = f"import sys, {module}; print('tensorflow' in sys.modules)"
             seconds, stdout, _ = run_python("-c", code)
             self.results[f"import_{name}_seconds"] = round(seconds, 2)

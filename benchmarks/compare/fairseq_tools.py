@@ -68,24 +68,24 @@ def detokenized_hypotheses(stdout, count):
     return [found[index] for index in range(count)]
 
 
-def preprocess(export, pieces_prefixes, destination, cwd, subset="test"):
-    """Binarises the pieces files `PREFIX.SRC`/`PREFIX.TGT` of each prefix with the
-    exported dictionaries (`export.output_dir/dict.LANG.txt`): subsets `test`, `test1`, ...
-    of `destination` (`train`, `train1`, ... with `subset="train"`)."""
+def _languages(export):
+    return [f"--source-lang={export.source_lang}", f"--target-lang={export.target_lang}"]
+
+
+def preprocess(export, prefixes, destination, cwd):
+    """Binarises the pieces files `PREFIX.SRC`/`PREFIX.TGT` of `prefixes` ({subset:
+    [prefix, ...]}, subsets of "train", "valid" and "test") with the exported dictionaries
+    (`export.output_dir/dict.LANG.txt`) in one fairseq-preprocess: the subsets `test`,
+    `test1`, ... of `destination` (`train`, `train1`, ... and so on)."""
     source, target = export.source_lang, export.target_lang
-    run_timed(
-        fairseq_command(
-            "preprocess",
-            f"--source-lang={source}",
-            f"--target-lang={target}",
-            f"--srcdict={os.path.join(export.output_dir, f'dict.{source}.txt')}",
-            f"--tgtdict={os.path.join(export.output_dir, f'dict.{target}.txt')}",
-            f"--{subset}pref={','.join(pieces_prefixes)}",
-            f"--destdir={destination}",
-            "--workers=1",
-        ),
-        cwd,
-    )
+    dictionaries = [
+        os.path.join(export.output_dir, f"dict.{side}.txt") for side in (source, target)
+    ]
+    options = [f"--source-lang={source}", f"--target-lang={target}", "--workers=1"]
+    options += [f"--srcdict={dictionaries[0]}", f"--tgtdict={dictionaries[1]}"]
+    options += [f"--{subset}pref={','.join(paths)}" for subset, paths in prefixes.items()]
+    options.append(f"--destdir={destination}")
+    run_timed(fairseq_command("preprocess", *options), cwd)
 
 
 def generate(export, data_bin, subset, count, batch_size, search_config, cwd):
@@ -95,22 +95,11 @@ def generate(export, data_bin, subset, count, batch_size, search_config, cwd):
     Raises:
         CommandError: It failed, or translated another number of sentences.
     """
-    seconds, stdout, stderr = run_timed(
-        fairseq_command(
-            "generate",
-            data_bin,
-            f"--path={export.checkpoint_path}",
-            f"--gen-subset={subset}",
-            f"--source-lang={export.source_lang}",
-            f"--target-lang={export.target_lang}",
-            f"--batch-size={batch_size}",
-            # Its default (8) drops a last batch that is not a multiple of it.
-            "--required-batch-size-multiple=1",
-            "--post-process=sentencepiece",
-            *search_arguments(search_config),
-        ),
-        cwd,
-    )
+    options = [f"--path={export.checkpoint_path}", f"--gen-subset={subset}", *_languages(export)]
+    # Its default multiple (8) drops a last batch that is not a multiple of it.
+    options += [f"--batch-size={batch_size}", "--required-batch-size-multiple=1"]
+    options += ["--post-process=sentencepiece", *search_arguments(search_config)]
+    seconds, stdout, stderr = run_timed(fairseq_command("generate", data_bin, *options), cwd)
     match = _TRANSLATED.search(stderr)
     if not match or int(match.group(1).replace(",", "")) != count:
         raise CommandError(
@@ -124,22 +113,12 @@ def interactive(export, input_path, count, batch_size, search_config, cwd):
     the export's SentencePiece model (`--bpe sentencepiece`), `batch_size` sentences at a
     time from a buffer of the whole input (sorted by length within it, as fairseq does);
     returns `(wall seconds, translations)`."""
-    seconds, stdout, _ = run_timed(
-        fairseq_command(
-            "interactive",
-            export.output_dir,
-            f"--path={export.checkpoint_path}",
-            f"--source-lang={export.source_lang}",
-            f"--target-lang={export.target_lang}",
-            "--bpe=sentencepiece",
-            f"--sentencepiece-model={export.sentencepiece_model}",
-            f"--batch-size={min(batch_size, count)}",
-            f"--buffer-size={max(batch_size, count)}",
-            f"--input={input_path}",
-            *search_arguments(search_config),
-        ),
-        cwd,
-    )
+    options = [f"--path={export.checkpoint_path}", *_languages(export), "--bpe=sentencepiece"]
+    options += [f"--sentencepiece-model={export.sentencepiece_model}", f"--input={input_path}"]
+    options += [f"--batch-size={min(batch_size, count)}", f"--buffer-size={max(batch_size, count)}"]
+    options += search_arguments(search_config)
+    command = fairseq_command("interactive", export.output_dir, *options)
+    seconds, stdout, _ = run_timed(command, cwd)
     return seconds, detokenized_hypotheses(stdout, count)
 
 
@@ -199,12 +178,14 @@ def write_data(prepared, work_dir, limit=None, splits=("train",)):
     dictionaries = types.SimpleNamespace(
         output_dir=work_dir, source_lang=languages[0], target_lang=languages[1]
     )
+    prefixes = {}
     for split in splits:
         prefix = os.path.join(work_dir, f"{split}_pieces")
         for language, path in zip(languages, prepared.split_paths(split)):
             pieces = processor.encode(read_lines(path)[:limit], out_type=str)
             write_lines(f"{prefix}.{language}", [" ".join(line) for line in pieces])
-        preprocess(dictionaries, [prefix], data_bin, work_dir, subset=_FAIRSEQ_SUBSETS[split])
+        prefixes[_FAIRSEQ_SUBSETS[split]] = [prefix]
+    preprocess(dictionaries, prefixes, data_bin, work_dir)
     return data_bin, len(dictionary)
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-from benchmarks import run_python, run_timed, time_fresh_process
+from benchmarks import run_timed, time_fresh_process
 from benchmarks.compare.fairseq_tools import (
     environment,
     fairseq_train_command,
@@ -20,6 +20,8 @@ from benchmarks.compare.fairseq_tools import (
     write_data,
 )
 
+# The most pieces CTranslate2 generates (this project's default max_len_b).
+MAX_LENGTH = 200
 # CTranslate2's quantisations of the Transformer.
 QUANTIZATIONS = ("float32", "int8")
 # fairseq-train's options for the model and its optimisation (see the module docstring).
@@ -71,9 +73,7 @@ def child(options, process_start):
         )
         processor = spm.SentencePieceProcessor(model_file=options.sentencepiece_model)
         search = dict(beam_size=options.child_beam, max_batch_size=options.batch_size)
-        return TextTranslator(
-            translator, processor, max_decoding_length=options.max_length, **search
-        )
+        return TextTranslator(translator, processor, max_decoding_length=MAX_LENGTH, **search)
 
     return time_fresh_process(load, options, process_start)[1]
 
@@ -151,18 +151,14 @@ def train(prepared, work_dir, minutes, seed, threads, max_epochs=0):
 def convert(checkpoint, data_bin, languages, work_dir):
     """CTranslate2's models of `checkpoint` (`work_dir/ctranslate2/QUANTIZATION`, made
     when missing), by quantisation."""
-    paths = {}
-    for quantization in QUANTIZATIONS:
-        path = paths[quantization] = os.path.join(work_dir, "ctranslate2", quantization)
-        if os.path.isfile(os.path.join(path, "model.bin")):
-            continue
+    from ctranslate2.converters import FairseqConverter
+
+    paths = {q: os.path.join(work_dir, "ctranslate2", q) for q in QUANTIZATIONS}
+    missing = [q for q in QUANTIZATIONS if not os.path.isfile(f"{paths[q]}/model.bin")]
+    if missing:
         # fairseq checkpoints hold its configuration objects, which only a full
         # unpickling reads; this one was trained by this benchmark, so it is trusted.
-        source, target = (
-            f"--{side}_lang={language}" for side, language in zip(("source", "target"), languages)
-        )
-        data = (f"--model_path={checkpoint}", f"--data_dir={data_bin}", source, target)
-        output = (f"--output_dir={path}", f"--quantization={quantization}")
-        converter = "ctranslate2.converters.fairseq"
-        run_python("-m", converter, *data, *output, "--unsafe_deserialization", "--force")
+        converter = FairseqConverter(checkpoint, data_bin, *languages, unsafe_deserialization=True)
+        for q in missing:
+            converter.convert(paths[q], quantization=q, force=True)
     return paths

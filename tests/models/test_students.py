@@ -129,12 +129,14 @@ def test_translate_evaluate_shortlists_and_ensembles_of_students(student_runs, t
     assert len(run_in_process([*translate, "--shortlist"], stdin).stdout.splitlines()) == 4
 
 
-@pytest.mark.slow  # two exports, each loaded with its warm-up
-@pytest.mark.parametrize("export_flags", [[], ["--noxla_small_batches"]], ids=["buckets", "graph"])
-def test_both_exports_translate_as_the_checkpoint(student_runs, tmp_path, export_flags):
+@pytest.mark.slow  # an export, loaded with its warm-up
+def test_the_export_translates_as_the_checkpoint(student_runs, tmp_path):
+    # The compiled buckets here; a graph-mode export (--noxla_small_batches) of a student's
+    # shape, loaded with its warm-up in a fresh process: tests/test_compare_ctranslate2.py.
     run = str(student_runs[0])
-    export = ["-m", "pipelines.export", f"--model_dir={run}", f"--export_dir={tmp_path}", *SEARCH]
-    run_in_process([*export, *export_flags])
+    run_in_process(
+        ["-m", "pipelines.export", f"--model_dir={run}", f"--export_dir={tmp_path}", *SEARCH]
+    )
     assert (tmp_path / "1" / "assets.extra" / "tf_serving_warmup_requests").is_file()
     served = open_saved_model(str(tmp_path))  # replays the warm-up, as TF Serving does
     config = SearchConfig(beam_size=2, max_len_a=1.2, max_len_b=5)
