@@ -21,6 +21,20 @@ flags.DEFINE_string("host", "127.0.0.1", "Address to bind (127.0.0.1: this machi
 flags.DEFINE_integer("port", 8500, "gRPC port (TF Serving's default is 8500; 0: any free).")
 flags.DEFINE_integer("max_workers", 8, "Requests handled concurrently.")
 flags.DEFINE_integer(
+    "max_batch_size",
+    1024,
+    "Sentences one request may carry (a request declaring more is refused with "
+    "INVALID_ARGUMENT before anything is built); 1,024 sentences at beam 5 are seconds of "
+    "work on 2 cores.",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
+    "max_sequence_length",
+    1024,
+    "Token ids a row of a token-ids request may carry (the model's positions).",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
     "warmup_threads",
     None,
     "Warm-up requests replayed at once while the model loads, before the server listens, "
@@ -52,6 +66,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     from convs2s_tf.serving import (
+        RequestLimits,
         ServableModel,
         create_server,
         serve_until_signal,
@@ -64,7 +79,8 @@ def main(argv):
     )
     # A missing --model_base_path (FileNotFoundError) is reported by pipelines.cli.
     servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path, FLAGS.warmup_threads)
-    server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers)
+    limits = RequestLimits(FLAGS.max_batch_size, FLAGS.max_sequence_length)
+    server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers, limits)
     # One parseable line, for scripts and tests that start the server.
     print(
         f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port} "

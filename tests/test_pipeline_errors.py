@@ -121,6 +121,8 @@ def test_help_lists_exactly_the_flags_each_pipeline_reads(fork_server):
             "host",
             "port",
             "max_workers",
+            "max_batch_size",
+            "max_sequence_length",
             "warmup_threads",
             "tensorflow_intra_op_parallelism",
             "tensorflow_inter_op_parallelism",

@@ -14,6 +14,7 @@ from helpers.subprocesses import (
     start_server_with_banner,
     stop_server,
 )
+from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -81,6 +82,12 @@ def test_concurrent_clients(stub):
     assert all(all(r) for r in results)
 
 
+def _declaring_strings(count, values):
+    proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=values)
+    proto.tensor_shape.dim.add(size=count)
+    return proto
+
+
 def _request(name="tiny", signature="serving_default", value=None):
     request = predict_pb2.PredictRequest()
     request.model_spec.name = name
@@ -105,6 +112,18 @@ def _request(name="tiny", signature="serving_default", value=None):
             {"value": tf.make_tensor_proto(np.array([], dtype=object), dtype=tf.string)},
             grpc.StatusCode.INVALID_ARGUMENT,
             "empty batch",
+        ),
+        ({"value": tensor_pb2.TensorProto()}, grpc.StatusCode.INVALID_ARGUMENT, "has no dtype"),
+        (
+            # About 30 bytes declaring a billion strings: refused before anything is built.
+            {"value": _declaring_strings(10**9, [b"x"])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "holds 1000000000 sentences; this server takes at most 1024 a request",
+        ),
+        (
+            {"value": _declaring_strings(3, [b"x"])},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "declares shape [3] (3 values) but carries 1",
         ),
     ],
 )

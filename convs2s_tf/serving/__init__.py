@@ -7,11 +7,15 @@ from convs2s_tf.serving.prediction_service import (
     serve_until_signal,
     set_op_parallelism,
 )
+from convs2s_tf.serving.request_tensors import RequestError, RequestLimits, input_array
 
 __all__ = [
     "PredictionServicer",
+    "RequestError",
+    "RequestLimits",
     "ServableModel",
     "create_server",
+    "input_array",
     "serve_until_signal",
     "set_op_parallelism",
 ]

@@ -27,6 +27,7 @@ from tensorflow_serving.apis import (
 
 from convs2s_tf.export.saved_model import latest_version_dir
 from convs2s_tf.export.warmup import replay_warmup_requests
+from convs2s_tf.serving.request_tensors import RequestError, RequestLimits, input_array
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -69,11 +70,22 @@ class ServableModel:
         self.signature_defs = proto.meta_graphs[0].signature_def
 
 
-class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """Implements Predict and GetModelMetadata for one `ServableModel`."""
+# The gRPC status of a TensorFlow error raised while a request runs: its own code for
+# what a client can act on, INTERNAL for the rest (as TF Serving maps them).
+_OP_ERROR_CODES = {
+    tf.errors.InvalidArgumentError: grpc.StatusCode.INVALID_ARGUMENT,
+    tf.errors.ResourceExhaustedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    tf.errors.OutOfRangeError: grpc.StatusCode.OUT_OF_RANGE,
+}
 
-    def __init__(self, servable: ServableModel) -> None:
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Implements Predict and GetModelMetadata for one `ServableModel`, each request within
+    `limits` (`RequestLimits`)."""
+
+    def __init__(self, servable: ServableModel, limits: RequestLimits | None = None) -> None:
         self.servable = servable
+        self.limits = limits or RequestLimits()
 
     def _check_model(self, model_spec: Any, context: grpc.ServicerContext) -> None:
         if model_spec.name != self.servable.name:
@@ -116,34 +128,17 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
                 f"{missing}, unexpected {unexpected}.",
             )
         inputs = {}
-        for key, spec in expected.items():
-            proto = request.inputs[key]
-            given = tf.dtypes.as_dtype(proto.dtype)
-            if given != spec.dtype:
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Input {key!r} of signature {signature_name!r} must be {spec.dtype.name}, "
-                    f"got {given.name}.",
-                )
-            try:
-                value = tf.make_ndarray(proto)
-            except (ValueError, TypeError) as error:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Input {key!r}: {error}")
-            if value.ndim != spec.shape.rank:
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Input {key!r} must have rank {spec.shape.rank}, got shape {value.shape}.",
-                )
-            if value.shape[0] == 0:
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Input {key!r} is an empty batch; send at least one element.",
-                )
-            inputs[key] = tf.constant(value, dtype=spec.dtype)
+        try:
+            for key, spec in expected.items():
+                value = input_array(key, request.inputs[key], spec, self.limits)
+                inputs[key] = tf.constant(value, dtype=spec.dtype)
+        except RequestError as error:
+            context.abort(getattr(grpc.StatusCode, error.code), str(error))
         try:
             outputs = function(**inputs)
         except tf.errors.OpError as error:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, error.message)
+            code = _OP_ERROR_CODES.get(type(error), grpc.StatusCode.INTERNAL)
+            context.abort(code, error.message)
         wanted = list(request.output_filter) or list(outputs)
         unknown = sorted(set(wanted) - set(outputs))
         if unknown:
@@ -208,15 +203,20 @@ def set_op_parallelism(intra_op: int = 0, inter_op: int = 0) -> tuple[int, int]:
 
 
 def create_server(
-    servable: ServableModel, host: str = "127.0.0.1", port: int = 8500, max_workers: int = 8
+    servable: ServableModel,
+    host: str = "127.0.0.1",
+    port: int = 8500,
+    max_workers: int = 8,
+    limits: RequestLimits | None = None,
 ) -> tuple[grpc.Server, int]:
-    """A started gRPC server serving `servable`; returns `(server, bound_port)`.
+    """A started gRPC server serving `servable` within `limits`; returns
+    `(server, bound_port)`.
 
     Binds 127.0.0.1 unless told otherwise; port 0 picks a free port.
     """
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_workers))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(servable), server
+        PredictionServicer(servable, limits), server
     )
     bound = server.add_insecure_port(f"{host}:{port}")
     if not bound:
