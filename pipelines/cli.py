@@ -45,6 +45,7 @@ def user_errors():
     from convs2s_tf.interop.fairseq_fconv import FairseqImportError
     from convs2s_tf.interop.vocabulary_tokenizer import VocabularyError
     from convs2s_tf.runs import CheckpointError
+    from convs2s_tf.serving import PortInUseError
     from convs2s_tf.shortlist.shortlist import ShortlistError
     from convs2s_tf.training import TrainingDivergedError
 
@@ -58,6 +59,7 @@ def user_errors():
         PermissionError,
         CheckpointError,
         CorruptShardError,
+        PortInUseError,
         DatasetUnavailableError,
         InvalidUtf8Error,
         LineCountMismatchError,

@@ -195,6 +195,21 @@ def test_model_metadata(stub):
     assert "text" in signatures.signature_def["serving_default"].inputs
 
 
+def test_a_second_server_on_the_same_port_stops_with_one_line(exported, server, fork_server):
+    # gRPC's default SO_REUSEPORT would have let it bind beside the first and serve.
+    port = server[1].rsplit(":", 1)[1]
+    arguments = [f"--model_base_path={exported}", "--model_name=tiny", f"--port={port}"]
+    second = run_python(
+        ["-m", "pipelines.serve", *arguments, "--warmup_threads=0"],
+        check=False,
+        fork_server=fork_server,
+    )
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"serve: error: Cannot serve on 127.0.0.1:{port}: the address is in use."
+    )
+
+
 def test_sigterm_stops_cleanly(server, stub):
     process, _ = server
     process.send_signal(signal.SIGTERM)

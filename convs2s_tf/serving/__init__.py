@@ -1,6 +1,7 @@
 """Serving: a TF Serving-compatible PredictionService for development and tests."""
 
 from convs2s_tf.serving.prediction_service import (
+    PortInUseError,
     PredictionServicer,
     ServableModel,
     create_server,
@@ -10,6 +11,7 @@ from convs2s_tf.serving.prediction_service import (
 from convs2s_tf.serving.request_tensors import RequestError, RequestLimits, input_array
 
 __all__ = [
+    "PortInUseError",
     "PredictionServicer",
     "RequestError",
     "RequestLimits",

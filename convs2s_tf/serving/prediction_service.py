@@ -32,6 +32,10 @@ from convs2s_tf.serving.request_tensors import RequestError, RequestLimits, inpu
 DEFAULT_SIGNATURE = "serving_default"
 
 
+class PortInUseError(OSError):
+    """The server's address is taken (by another server, perhaps this one started twice)."""
+
+
 class ServableModel:
     """The newest SavedModel version under `base_path`, loaded for prediction.
 
@@ -213,14 +217,20 @@ def create_server(
     `(server, bound_port)`.
 
     Binds 127.0.0.1 unless told otherwise; port 0 picks a free port.
+
+    Raises:
+        PortInUseError: `host:port` is taken. gRPC's default SO_REUSEPORT would let a
+            second server bind it beside the first and share its requests; it is off.
     """
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_workers))
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers)
+    server = grpc.server(executor, options=[("grpc.so_reuseport", 0)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionServicer(servable, limits), server
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if not bound:
-        raise OSError(f"Cannot bind {host}:{port}.")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as error:  # gRPC's "Failed to bind to address"
+        raise PortInUseError(f"Cannot serve on {host}:{port}: the address is in use.") from error
     server.start()
     return server, bound
 
