@@ -92,13 +92,13 @@ def check_limits(key: str, dims: list[int], limits: RequestLimits) -> None:
         raise RequestError(
             "INVALID_ARGUMENT",
             f"Input {key!r} holds {dims[0]} sentences; this server takes at most "
-            f"{limits.max_batch_size} a request (--max_batch_size).",
+            f"{limits.max_batch_size} a request (max_batch_size).",
         )
     if len(dims) > 1 and dims[1] > limits.max_sequence_length:
         raise RequestError(
             "INVALID_ARGUMENT",
             f"Input {key!r} has rows of {dims[1]} ids; this server takes at most "
-            f"{limits.max_sequence_length} (--max_sequence_length).",
+            f"{limits.max_sequence_length} (max_sequence_length).",
         )
 
 

@@ -41,12 +41,12 @@ def test_well_formed_inputs_are_read():
         (
             tf.make_tensor_proto(["a"] * 5),
             TEXT,
-            "holds 5 sentences; this server takes at most 4 a request (--max_batch_size)",
+            "holds 5 sentences; this server takes at most 4 a request (max_batch_size)",
         ),
         (
             tf.make_tensor_proto(np.ones([1, 9], np.int32)),
             IDS,
-            "rows of 9 ids; this server takes at most 8 (--max_sequence_length)",
+            "rows of 9 ids; this server takes at most 8 (max_sequence_length)",
         ),
         (
             _declaring(types_pb2.DT_STRING, [3], string_val=[b"a"]),
