@@ -12,6 +12,8 @@ INSTALL_REQUIRES = [
     "tensorboard==2.21.*",
     "tensorflow-serving-api==2.21.*",
     "grpcio>=1.60,<2",
+    # pipelines.serve's standard gRPC health service.
+    "grpcio-health-checking>=1.60,<2",
     "sentencepiece>=0.2,<0.3",
     "sacrebleu>=2.4,<3",
     "absl-py>=2.1,<3",

@@ -1,4 +1,5 @@
-"""Serves a SavedModel over TF Serving's gRPC protocol (Predict, GetModelMetadata).
+"""Serves a SavedModel over TF Serving's gRPC protocol (Predict, GetModelMetadata,
+GetModelStatus) with the standard gRPC health service.
 
     python -m pipelines.serve --model_base_path=saved_models/multi30k_en_de \\
         --model_name=multi30k_en_de [--port=8500] [--host=127.0.0.1] [--warmup_threads=N] \\
@@ -80,10 +81,10 @@ def main(argv):
     # A missing --model_base_path (FileNotFoundError) is reported by pipelines.cli.
     servable = ServableModel(FLAGS.model_name, FLAGS.model_base_path, FLAGS.warmup_threads)
     limits = RequestLimits(FLAGS.max_batch_size, FLAGS.max_sequence_length)
-    server, port = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers, limits)
+    running = create_server(servable, FLAGS.host, FLAGS.port, FLAGS.max_workers, limits)
     # One parseable line, for scripts and tests that start the server.
     print(
-        f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{port} "
+        f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{running.port} "
         f"(intra-op threads: {intra_op or 'default'}, "
         f"inter-op threads: {inter_op or 'default'})",
         flush=True,
@@ -91,7 +92,7 @@ def main(argv):
     logging.info(
         "Serving %s from %s (warm-up %.1f s)", servable.name, servable.path, servable.warmup_seconds
     )
-    serve_until_signal(server)
+    serve_until_signal(running)
     print("Server stopped.", flush=True)
     return 0
 

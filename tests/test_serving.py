@@ -8,6 +8,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.subprocesses import (
     run_python,
     start_server,
@@ -17,6 +18,8 @@ from helpers.subprocesses import (
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
 )
@@ -208,6 +211,28 @@ def test_a_second_server_on_the_same_port_stops_with_one_line(exported, server, 
     assert second.stderr.strip().splitlines()[-1] == (
         f"serve: error: Cannot serve on 127.0.0.1:{port}: the address is in use."
     )
+
+
+def test_model_status_and_health_are_tf_servings(server):
+    channel = grpc.insecure_channel(server[1])
+    models = model_service_pb2_grpc.ModelServiceStub(channel)
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "tiny"
+    (status,) = models.GetModelStatus(request, timeout=30).model_version_status
+    assert status.state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+    assert status.version >= 1 and status.status.error_code == 0
+    for name, version in (("other", None), ("tiny", status.version + 1)):
+        request.model_spec.name = name
+        if version:
+            request.model_spec.version.value = version
+        with pytest.raises(grpc.RpcError) as error:
+            models.GetModelStatus(request, timeout=30)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    checks = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "tiny"):
+        answer = checks.Check(health_pb2.HealthCheckRequest(service=service), timeout=30)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    channel.close()
 
 
 def test_sigterm_stops_cleanly(server, stub):

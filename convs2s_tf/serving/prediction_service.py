@@ -8,10 +8,7 @@ model base path, like TF Serving.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import threading
-from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -30,10 +27,6 @@ from convs2s_tf.export.warmup import replay_warmup_requests
 from convs2s_tf.serving.request_tensors import RequestError, RequestLimits, input_array
 
 DEFAULT_SIGNATURE = "serving_default"
-
-
-class PortInUseError(OSError):
-    """The server's address is taken (by another server, perhaps this one started twice)."""
 
 
 class ServableModel:
@@ -204,48 +197,3 @@ def set_op_parallelism(intra_op: int = 0, inter_op: int = 0) -> tuple[int, int]:
         threading_config.get_intra_op_parallelism_threads(),
         threading_config.get_inter_op_parallelism_threads(),
     )
-
-
-def create_server(
-    servable: ServableModel,
-    host: str = "127.0.0.1",
-    port: int = 8500,
-    max_workers: int = 8,
-    limits: RequestLimits | None = None,
-) -> tuple[grpc.Server, int]:
-    """A started gRPC server serving `servable` within `limits`; returns
-    `(server, bound_port)`.
-
-    Binds 127.0.0.1 unless told otherwise; port 0 picks a free port.
-
-    Raises:
-        PortInUseError: `host:port` is taken. gRPC's default SO_REUSEPORT would let a
-            second server bind it beside the first and share its requests; it is off.
-    """
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers)
-    server = grpc.server(executor, options=[("grpc.so_reuseport", 0)])
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(servable, limits), server
-    )
-    try:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    except RuntimeError as error:  # gRPC's "Failed to bind to address"
-        raise PortInUseError(f"Cannot serve on {host}:{port}: the address is in use.") from error
-    server.start()
-    return server, bound
-
-
-def serve_until_signal(server: grpc.Server, signals: Iterable[int] | None = None) -> None:
-    """Blocks until SIGTERM/SIGINT, then stops the server gracefully."""
-    import signal
-
-    stopped = threading.Event()
-
-    def handle(signum: int, frame: Any) -> None:
-        del signum, frame
-        stopped.set()
-
-    for signum in signals or (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, handle)
-    stopped.wait()
-    server.stop(grace=5).wait()
