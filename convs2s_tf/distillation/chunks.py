@@ -6,9 +6,9 @@ complete chunks or none; and which chunks each of several workers takes.
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
+from convs2s_tf.atomic_files import write_text_atomically
 from convs2s_tf.distillation.errors import DistillationError
 
 CHUNKS_SUBDIR = "chunks"
@@ -60,34 +60,6 @@ def finished_chunks(work_dir: str, num_chunks: int) -> set[int]:
             if int(number) < num_chunks:
                 finished.add(int(number))
     return finished
-
-
-def _fsync_directory(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def write_text_atomically(path: str, parts: Iterable[str]) -> None:
-    """Writes the text `parts` to `path`, atomically: under a temporary name, synced to
-    disk, then renamed, and the rename synced (the chunk files and the plan of a
-    distillation). Nothing of it stays if `parts` raises."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(parts)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-    _fsync_directory(directory)
 
 
 def write_chunk(path: str, lines: Sequence[str]) -> None:

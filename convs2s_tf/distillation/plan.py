@@ -14,8 +14,8 @@ import math
 import os
 from typing import Any
 
+from convs2s_tf.atomic_files import write_text_atomically
 from convs2s_tf.decoding import SearchConfig
-from convs2s_tf.distillation.chunks import write_text_atomically
 from convs2s_tf.distillation.errors import DistillationError
 
 PLAN_FILE = "plan.json"

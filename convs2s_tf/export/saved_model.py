@@ -27,6 +27,8 @@ from collections.abc import Callable
 import tensorflow as tf
 from tensorflow_serving.config import model_server_config_pb2
 
+from convs2s_tf.atomic_files import fsync_directory, write_text_atomically
+
 MODEL_CONFIG_FILE = "models.config"
 BATCHING_PARAMETERS_FILE = "batching_parameters.txt"
 BATCHING_PARAMETERS = """\
@@ -202,7 +204,7 @@ def claim_version(export_dir: str, staging: str) -> str:
                 raise
             version = max(version + 1, next_version(export_dir))
             continue
-        _sync_directory(export_dir)  # the rename itself
+        fsync_directory(export_dir)  # the rename itself
         return version_dir
 
 
@@ -238,12 +240,7 @@ def _sync_tree(directory: str) -> None:
     for root, _, names in os.walk(directory, topdown=False):
         for name in names:
             _fsync(os.path.join(root, name), os.O_RDONLY)
-        _sync_directory(root)
-
-
-def _sync_directory(directory: str) -> None:
-    if os.name == "posix":  # other systems cannot open a directory to flush it
-        _fsync(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fsync_directory(root)
 
 
 def _fsync(path: str, flags: int) -> None:
@@ -262,15 +259,4 @@ def _write_file_atomically(path: str, text: str) -> None:
         with tf.io.gfile.GFile(path, "w") as f:
             f.write(text)
         return
-    temporary = os.path.join(os.path.dirname(path), f"{STAGING_PREFIX}{uuid.uuid4().hex}")
-    try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-    _sync_directory(os.path.dirname(path))
+    write_text_atomically(path, [text], temporary_prefix=STAGING_PREFIX)
