@@ -1,7 +1,6 @@
 """Shared fixtures of the test suite (shared helper functions live in tests/helpers/)."""
 
 import collections
-import json
 import os
 import shutil
 import sys
@@ -27,7 +26,11 @@ from helpers.corpora import (  # noqa: E402, F401
     write_multi30k_split,
 )
 from helpers.in_process import run_in_process  # noqa: E402
-from helpers.models import randomize_weights, small_model_config  # noqa: E402
+from helpers.models import (  # noqa: E402
+    randomize_weights,
+    small_model_config,
+    write_random_run,
+)
 from helpers.python_forkserver import ForkServer  # noqa: E402
 
 # Imported from here by the pipeline tests (`from conftest import ROOT, ...`).
@@ -151,27 +154,13 @@ def no_network(monkeypatch):
 def tiny_run(small_prepared, tmp_path_factory):
     """A run directory as pipelines.train writes it: config.json and a checkpoint of a
     small random model over the small corpus' 500-piece vocabulary."""
-    import tensorflow as tf
-
     from convs2s_tf.models import ConvS2S
 
-    model_dir = tmp_path_factory.mktemp("tiny_run")
     vocab_size = small_prepared.summary["vocab_size"]
-    config = small_model_config(vocab_size, max_positions=64)
-    model = ConvS2S(**config)
+    model = ConvS2S(**small_model_config(vocab_size, max_positions=64))
     model(model.dummy_inputs())
     randomize_weights(model, seed=21, scale=0.5)
-    checkpoint = tf.train.Checkpoint(model=model)
-    checkpoint.save(str(model_dir / "checkpoints" / "ckpt"))
-    run_config = {
-        "model": ConvS2S(**config).get_config(),
-        "sentencepiece_model": small_prepared.data.sentencepiece_model_path,
-        "data_dir": os.path.dirname(small_prepared.data.sentencepiece_model_path),
-    }
-    for key in ("name", "trainable", "dtype"):
-        run_config["model"].pop(key, None)
-    (model_dir / "config.json").write_text(json.dumps(run_config))
-    return model_dir
+    return write_random_run(tmp_path_factory.mktemp("tiny_run"), model, small_prepared)
 
 
 @pytest.fixture(scope="session")

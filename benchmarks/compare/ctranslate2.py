@@ -47,6 +47,7 @@ from benchmarks import (  # noqa: E402
 )
 from benchmarks.compare import transformer  # noqa: E402
 from benchmarks.translate_speed import time_export  # noqa: E402
+from convs2s_tf.atomic_files import write_text_atomically  # noqa: E402
 
 DEFAULT_PILOTS = ["multi30k_student_d1", "multi30k_student_d2", "multi30k_student_d1_wide"]
 # The teacher's exports: name -> pipelines.export flags.
@@ -108,11 +109,7 @@ def define_flags(flag_values=flags.FLAGS):
 def _json(path, make):
     """The JSON object in `path`, made by `make()` and written there first if missing."""
     if not os.path.isfile(path):
-        value = make()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(value, f)
-        os.replace(path + ".tmp", path)
+        write_text_atomically(path, [json.dumps(make())])
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 

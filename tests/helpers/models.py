@@ -1,6 +1,9 @@
 """Small ConvS2S models and configurations shared by the model, decoding, run and
 training tests."""
 
+import json
+import os
+
 import numpy as np
 
 from convs2s_tf.models import ConvS2S
@@ -67,3 +70,23 @@ def varied_model(**overrides):
 def random_tokens(rng, shape, vocab):
     """Random ids of ordinary tokens (none of the four special ones)."""
     return rng.integers(4, vocab, size=shape).astype("int32")
+
+
+def write_random_run(model_dir, model, prepared):
+    """Makes `model_dir` a run directory as pipelines.train writes one: a checkpoint of
+    the built `model` and config.json naming it and `prepared`'s data (a `PrepareResult`)
+    and SentencePiece model. Returns `model_dir`."""
+    import tensorflow as tf
+
+    tf.train.Checkpoint(model=model).save(str(model_dir / "checkpoints" / "ckpt"))
+    model_config = model.get_config()
+    for key in ("name", "trainable", "dtype"):
+        model_config.pop(key, None)
+    sentencepiece_model = prepared.data.sentencepiece_model_path
+    run_config = {
+        "model": model_config,
+        "sentencepiece_model": sentencepiece_model,
+        "data_dir": os.path.dirname(sentencepiece_model),
+    }
+    (model_dir / "config.json").write_text(json.dumps(run_config))
+    return model_dir

@@ -5,14 +5,13 @@ translation and evaluation, shortlists, ensembles of students and both exports w
 their warm-up. fairseq's parity for the shape: tests/test_fairseq_export.py ("student")."""
 
 import json
-import os
 import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from helpers.in_process import run_in_process
-from helpers.models import randomize_weights
+from helpers.models import randomize_weights, write_random_run
 from helpers.recompute_search import recompute_beam_search
 
 from convs2s_tf.decoding import SearchConfig, beam_search
@@ -94,22 +93,12 @@ def student_runs(small_prepared, tmp_path_factory):
     """Two run directories of random students over the small corpus' vocabulary (an
     ensemble's members), as pipelines.train writes them."""
     vocab_size = small_prepared.summary["vocab_size"]
-    runs = []
-    for seed in (1, 2):
-        model_dir = tmp_path_factory.mktemp(f"student_{seed}")
-        model = _student(vocab_size, seed)
-        tf.train.Checkpoint(model=model).save(str(model_dir / "checkpoints" / "ckpt"))
-        model_config = {
-            k: v for k, v in model.get_config().items() if k not in ("name", "trainable", "dtype")
-        }
-        run_config = {
-            "model": model_config,
-            "sentencepiece_model": small_prepared.data.sentencepiece_model_path,
-            "data_dir": os.path.dirname(small_prepared.data.sentencepiece_model_path),
-        }
-        (model_dir / "config.json").write_text(json.dumps(run_config))
-        runs.append(model_dir)
-    return runs
+    return [
+        write_random_run(
+            tmp_path_factory.mktemp(f"student_{seed}"), _student(vocab_size, seed), small_prepared
+        )
+        for seed in (1, 2)
+    ]
 
 
 @pytest.mark.slow  # four pipelines and a shortlist, in process
