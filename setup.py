@@ -14,6 +14,8 @@ INSTALL_REQUIRES = [
     "grpcio>=1.60,<2",
     # pipelines.serve's standard gRPC health service.
     "grpcio-health-checking>=1.60,<2",
+    # pipelines.serve's REST API and translation page.
+    "tornado>=6.4,<7",
     "sentencepiece>=0.2,<0.3",
     "sacrebleu>=2.4,<3",
     "absl-py>=2.1,<3",
@@ -40,6 +42,8 @@ EXTRAS_REQUIRE = {
         "import-linter>=2.1,<3",
         # benchmarks.data_scale samples the memory of a process tree (tested in the suite).
         "psutil>=5.9",
+        # The translation page's test drives Debian's Chromium through its ChromeDriver.
+        "selenium>=4.20,<5",
     ],
     # pipelines.import_fairseq reads fairseq checkpoints with PyTorch (torch.load with
     # weights_only=True and safe_globals). Install the CPU build first where pip would
@@ -70,6 +74,7 @@ setup(
             "datasets/multi30k/raw/*.gz",
             "datasets/multi30k/*.md",
             "datasets/multi30k/*.bib",
+            "serving/web/*.html",
         ]
     },
     install_requires=INSTALL_REQUIRES,

@@ -3,6 +3,7 @@ real protocol (`tensorflow_serving.apis`)."""
 
 import concurrent.futures
 import signal
+import time
 
 import grpc
 import numpy as np
@@ -243,9 +244,38 @@ def test_sigterm_stops_cleanly(server, stub):
     assert "Server stopped." in stdout
 
 
+def test_sigterm_during_a_long_request_exits_within_the_grace_and_five_seconds(
+    exported, fork_server
+):
+    process, address = start_server(
+        exported,
+        "tiny",
+        "--shutdown_grace_seconds=0",
+        "--search_part_size=16",
+        "--warmup_threads=0",
+        fork_server=fork_server,
+    )
+    try:
+        with grpc.insecure_channel(address) as channel:
+            long_request = _request(value=tf.make_tensor_proto([SENTENCES[1]] * 1024))
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            future = stub.Predict.future(long_request, timeout=120)
+            time.sleep(2)  # searching its first parts
+            assert not future.done()
+            process.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            process.wait(timeout=60)
+            assert time.monotonic() - signalled < 5
+            assert process.returncode == 0
+            with pytest.raises(grpc.RpcError):
+                future.result(timeout=30)  # cancelled, not answered
+    finally:
+        stop_server(process)
+
+
 @pytest.mark.slow  # over ten seconds on 2 cores
 def test_servable_replays_the_warmup_requests_before_serving(exported, monkeypatch):
-    from convs2s_tf.serving import prediction_service
+    from convs2s_tf.serving import servable as servable_module
 
     calls = []
 
@@ -253,14 +283,14 @@ def test_servable_replays_the_warmup_requests_before_serving(exported, monkeypat
         calls.append((path, threads))
         return 1.5
 
-    monkeypatch.setattr(prediction_service, "replay_warmup_requests", replay)
-    servable = prediction_service.ServableModel("m", str(exported), warmup_threads=2)
+    monkeypatch.setattr(servable_module, "replay_warmup_requests", replay)
+    servable = servable_module.ServableModel("m", str(exported), warmup_threads=2)
     assert calls == [(servable.path, 2)] and servable.warmup_seconds == 1.5
     # By default too (None: one thread per core, as replay_warmup_requests counts them).
-    prediction_service.ServableModel("m", str(exported))
+    servable_module.ServableModel("m", str(exported))
     assert calls[1:] == [(servable.path, None)]
     # 0: none, as TF Serving with --enable_model_warmup=false.
-    assert prediction_service.ServableModel("m", str(exported), 0).warmup_seconds == 0.0
+    assert servable_module.ServableModel("m", str(exported), 0).warmup_seconds == 0.0
     assert len(calls) == 2
     with pytest.raises(ValueError, match="warmup_threads must be >= 0, got -1"):
-        prediction_service.ServableModel("m", str(exported), -1)
+        servable_module.ServableModel("m", str(exported), -1)
