@@ -53,9 +53,7 @@ VARIANTS = ("float32", "float32_xla", "bfloat16", "bfloat16_xla")
 EXPORTS = {
     "default": [],
     "no_buckets": ["--noxla_small_batches"],
-    "float32_xla": ["--xla_decode"],
     "bfloat16": ["--inference_dtype=bfloat16"],
-    "bfloat16_xla": ["--inference_dtype=bfloat16", "--xla_decode"],
     "int8": ["--int8_weights"],
 }
 # The phases of one translation, timed from inside one process.

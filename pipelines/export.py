@@ -13,11 +13,11 @@ is exported with the translate_ids signature only, its dictionaries in assets.ex
 signature served; the exporter "ensemble").
 --export_dir defaults to saved_models/<basename of --model_dir> (of an ensemble: the
 members' base names joined by "+"). The beam search options
-(--beam_size, --max_len_a, ...), --inference_dtype, --xla_decode and --int8_weights are
-fixed in the export. Batches of up to 8 sentences (with --int8_weights, up to 128) are
-searched by one XLA computation per bucket, compiled while the export loads (TF Serving:
---xla_cpu_compilation_enabled=true); --noxla_small_batches exports graph-mode searches
-alone.
+(--beam_size, --max_len_a, ...), --inference_dtype and --int8_weights are fixed in the
+export; --xla_decode is refused (it would compile without bound). Batches of up to 8
+sentences (with --int8_weights, up to 128) are searched by one XLA computation per
+bucket, compiled while the export loads (TF Serving: --xla_cpu_compilation_enabled=true);
+--noxla_small_batches exports graph-mode searches alone.
 """
 
 import os
@@ -43,6 +43,12 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     if not FLAGS.model_dir:
         raise app.UsageError("--model_dir is required.")
+    if FLAGS.xla_decode:
+        raise app.UsageError(
+            "--xla_decode is for pipelines.translate: an export would compile a program for "
+            "every batch size and source length its requests bring, without bound. Exports "
+            "compile their buckets at load instead (--xla_small_batches, the default)."
+        )
     # translate_nbest returns the whole beam: --nbest plays no part in an export.
     search_config = search_config_from_flags(with_nbest=False)
     loaded = inference_model_from_flags(search_config)

@@ -300,30 +300,33 @@ def test_bad_input_does_not_change_other_translations(tiny_run):
     assert [len(hypotheses) for hypotheses in raw] == [1, 1]
 
 
-@pytest.mark.slow  # an export of its own, compiled
-def test_bfloat16_xla_export_equals_checkpoint(tiny_run, tmp_path):
+@pytest.mark.slow  # an export of its own
+def test_bfloat16_export_equals_checkpoint(tiny_run, tmp_path):
     export_dir = tmp_path / "tiny_bf16"
-    _run(
-        [
-            "-m",
-            "pipelines.export",
-            f"--model_dir={tiny_run}",
-            f"--export_dir={export_dir}",
-            "--inference_dtype=bfloat16",
-            "--xla_decode",
-        ]
-        + SEARCH_FLAGS
-    )
+    arguments = ["-m", "pipelines.export", f"--model_dir={tiny_run}", f"--export_dir={export_dir}"]
+    _run(arguments + ["--inference_dtype=bfloat16"] + SEARCH_FLAGS)
     model, tokenizer, _, _ = load_trained_model(str(tiny_run), compute_dtype="bfloat16")
-    in_process = CheckpointTranslator(
-        model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16", xla=True)
-    )
-    # The base directory: its newest. Without warm-up only the batches translated compile.
+    in_process = CheckpointTranslator(model, tokenizer, SEARCH_CONFIG.replace(dtype="bfloat16"))
+    # The base directory: its newest (bfloat16 exports have no compiled buckets).
     served = open_saved_model(str(export_dir), warm_up=False)
     assert isinstance(served, SavedModelTranslator) and served.beam_size == 3
     assert served.translate(TEXTS, nbest=2) == in_process.translate(TEXTS, nbest=2)
     with pytest.raises(UnsupportedRequestError, match="the SavedModel's beam size 3"):
         served.check_request(nbest=4)
+
+
+def test_an_export_that_would_compile_without_bound_is_refused(tiny_run, tmp_path):
+    # Before anything is traced or written: XLA programs per request shape have no bound.
+    arguments = ["-m", "pipelines.export", f"--model_dir={tiny_run}", "--xla_decode"]
+    refused = run_in_process(arguments + [f"--export_dir={tmp_path / 'x'}"], check=False)
+    assert refused.returncode == 2 and "--xla_decode is for pipelines.translate" in refused.stderr
+    assert not (tmp_path / "x").exists()
+    model, _, _, _ = load_trained_model(str(tiny_run))
+    with pytest.raises(ValueError, match="cannot search with xla"):
+        make_exporter("text").export(
+            model, str(tmp_path / "y"), search_config=SEARCH_CONFIG.replace(xla=True)
+        )
+    assert not (tmp_path / "y").exists()
 
 
 @pytest.mark.slow  # an export of its own

@@ -145,9 +145,17 @@ class Exporter(abc.ABC):
             The version directory written.
 
         Raises:
-            ValueError: This exporter needs an input that was not given, or TF Serving
-                cannot serve a model of that name.
+            ValueError: This exporter needs an input that was not given, TF Serving
+                cannot serve a model of that name, or `search_config.xla` is set.
         """
+        if search_config is not None and search_config.xla:
+            # A server cannot bound what such an export compiles; the buckets are bounded.
+            raise ValueError(
+                "An export cannot search with xla (xla_decode): every batch size and source "
+                "length its requests bring would compile a program of its own, without "
+                "bound. Exports compile a fixed set of buckets at load instead "
+                "(xla_small_batches, on by default)."
+            )
         model_name = model_name or default_model_name(export_dir)
         check_model_name(model_name)  # before the module's tracing, which takes a while
         assets = self.extra_assets(vocabulary_files)
