@@ -11,6 +11,7 @@ from absl import flags
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 
 from benchmarks.compare import ctranslate2
+from benchmarks.compare.ctranslate2 import fastest_pilot, narrowest_beam
 
 # The tiny runs' settings: two updates, no validation search, short hypotheses.
 TINY_RUN = [
@@ -45,7 +46,8 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
         "--teacher_exports=teacher",
         "--pilots=config",
         "--pilot_minutes=5",
-        "--beams=1,2",
+        # One beam to choose from (the choice itself: test_the_choices_take_the_fastest...).
+        "--beams=5",
         # One epoch, however slow the machine (a time limit alone could end before the
         # first epoch's checkpoint on a busy one).
         "--train_minutes=10",
@@ -70,10 +72,10 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     assert "training" in first and "distilling" in first
     assert "training" not in stdout and "distilling" not in stdout  # every stage was done
     assert (work_dir / "distilled" / "distillation" / "data.cfg").is_file()
-    assert set(line["searches"]) == {"student"} and line["searches"]["student"]["beam"] in (1, 2)
-    assert set(line["pilots"]) == {"config"}
+    assert set(line["searches"]) == {"student"} and line["searches"]["student"]["beam"] == 5
+    assert set(line["pilots"]) == {"config"} and line["preset"] == "config"
     beam = line["searches"]["student"]["beam"]
-    rows = {"teacher_beam5", "student_beam5", f"student_beam{beam}"}
+    rows = {"teacher_beam5", "student_beam5"}
     for name in ("transformer", "transformer_student"):
         assert line["transformers"][name]["epochs"] == 1
         rows |= {f"{name}_ct2_{q}_{s}" for q in ("float32", "int8") for s in ("beam5", "greedy")}
@@ -88,3 +90,16 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     assert goals["student"] == f"student_beam{beam}" and goals["peak_rss_to_import_only"] > 0
     assert goals["transformer"]["against"] == "transformer_ct2_float32_beam5"
     assert "| transformer_student_ct2_int8_greedy |" in stdout and line["cpu"] in stdout
+
+
+def test_the_choices_take_the_fastest_within_the_tolerance():
+    assert narrowest_beam({"1": 30.0, "2": 30.25, "5": 30.3}, 0.3) == 1
+    assert narrowest_beam({"1": 29.9, "2": 30.1, "5": 30.3}, 0.3) == 2
+    assert narrowest_beam({"5": 30.0}, 0.3) == 5
+    pilots = {
+        "d1": {"bleu": 37.8, "batch1_mean_ms": 4.0},
+        "d2": {"bleu": 38.2, "batch1_mean_ms": 6.0},
+        "wide": {"bleu": 38.3, "batch1_mean_ms": 5.0},
+    }
+    assert fastest_pilot(pilots, 0.3) == "wide"
+    assert fastest_pilot(pilots, 0.5) == "d1"

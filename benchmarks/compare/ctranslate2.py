@@ -10,7 +10,8 @@ Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Stages, eac
 --work_dir (a re-run continues): teachers (`pipelines.train` per seed); their distilled
 data, the first's and the ensemble's (`pipelines.distill`); pilots, each of --pilots for
 --pilot_minutes, measured on validation; students of --student_config on each distilled
-data, each one's search the narrowest of --beams within --tolerance of its best
+data, with the preset of the pilot fastest at batch 1 within --tolerance of the best
+pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance of its best
 validation BLEU (`search.json`, its export's default); Transformers of the teacher's and
 the distilled data (`benchmarks.compare.transformer`: CTranslate2 float32 and int8, beam
 5 and greedy). Every translator then runs in a fresh process on the test split: the first
@@ -142,6 +143,20 @@ def distill(teachers, config, output_dir):
     return flagfile
 
 
+def narrowest_beam(scores, tolerance):
+    """The narrowest beam whose BLEU (`scores`: {beam: BLEU}) is within `tolerance` of the
+    best."""
+    return min(int(b) for b, score in scores.items() if score >= max(scores.values()) - tolerance)
+
+
+def fastest_pilot(pilots, tolerance):
+    """The pilot (`pilots`: {preset: figures}) fastest at batch 1 among those whose BLEU is
+    within `tolerance` of the best."""
+    best = max(figures["bleu"] for figures in pilots.values())
+    eligible = [name for name, figures in pilots.items() if figures["bleu"] >= best - tolerance]
+    return min(eligible, key=lambda name: pilots[name]["batch1_mean_ms"])
+
+
 def choose_search(options, model_dir):
     """A trained run's search: {"bleu": {beam: validation BLEU}, "beam": chosen}."""
 
@@ -151,10 +166,7 @@ def choose_search(options, model_dir):
 
     def choose():
         scores = {beam: bleu(beam) for beam in options.beams}
-        eligible = [
-            b for b, score in scores.items() if score >= max(scores.values()) - options.tolerance
-        ]
-        return {"bleu": scores, "beam": min(int(b) for b in eligible)}
+        return {"bleu": scores, "beam": narrowest_beam(scores, options.tolerance)}
 
     return _json(os.path.join(model_dir, "search.json"), choose)
 
@@ -187,9 +199,7 @@ def goals(results, student_row, baseline, tolerance):
         )
 
     rivals = {name: f for name, f in results.items() if name.startswith("transformer_student_")}
-    best = max(figures["bleu"] for figures in rivals.values())
-    eligible = [name for name, f in rivals.items() if f["bleu"] >= best - tolerance]
-    fastest = min(eligible, key=lambda name: rivals[name]["batch1_mean_ms"])
+    fastest = fastest_pilot(rivals, tolerance)
     return {
         "student": student_row,
         "transformer": against("transformer_ct2_float32_beam5"),
@@ -327,12 +337,16 @@ def run(options):
     pilots = {
         p: comparison.pilot(p, data["student"], splits["validation"]) for p in options.pilots if p
     }
+    # The students' shape: the pilot fastest at batch 1 within --tolerance of the best.
+    preset = fastest_pilot(pilots, options.tolerance) if pilots else "config"
     if pilots:
         print("Pilots, validation split:\n" + table(pilots, options.batch_size), flush=True)
+        print(f"Students' preset: {preset}", flush=True)
+    chosen = [] if preset == "config" else [f"--preset={preset}"]
     test, searches = splits["test"], {}
     results = comparison.teacher_exports(teachers[0], test)
     for name, flagfile in data.items():
-        model_dir, searches[name] = comparison.student(name, flagfile)
+        model_dir, searches[name] = comparison.student(name, flagfile, *chosen)
         for beam in sorted({searches[name]["beam"], 5 if name == "student" else 0} - {0}):
             results[f"{name}_beam{beam}"] = comparison.export_measured(name, model_dir, beam, test)
     distilled = PreparedData.load(os.path.dirname(os.path.dirname(data["student"])))
@@ -349,7 +363,8 @@ def run(options):
         f"first pass. A process importing TensorFlow: {baseline['peak_rss_mb']:,.0f} MiB."
     )
     print(table(results, options.batch_size) + f"\nGoals: {json.dumps(reached)}")
-    line = {"cpu": cpu, "pilots": pilots, "searches": searches, "transformers": summaries}
+    line = {"cpu": cpu, "pilots": pilots, "preset": preset, "searches": searches}
+    line["transformers"] = summaries
     print(json.dumps(dict(line, translators=results, import_only=baseline, goals=reached)))
 
 
