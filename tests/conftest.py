@@ -47,8 +47,26 @@ def pytest_sessionfinish(session):
         shutil.rmtree(_XLA_CACHE, ignore_errors=True)
 
 
+# About how many seconds the longest modules take on 2 cores (`--durations=0`, rounded).
+# Only the order of a run depends on it: the longest first, so that the two workers end
+# together (a stale figure costs seconds, never a result).
+LONG_MODULES = {
+    "tests/test_posenet_pipelines.py": 170,
+    "tests/test_docs.py": 160,
+    "tests/test_compare_ctranslate2.py": 140,
+    "tests/test_benchmarks.py": 140,
+    "tests/test_distributed_training.py": 140,
+    "tests/test_export.py": 125,
+    "tests/test_training_soak.py": 100,
+    "tests/test_train_cli.py": 80,
+    "tests/test_compare_fairseq.py": 70,
+    "tests/training/test_torn_checkpoints.py": 70,
+}
+
+
 def pytest_collection_modifyitems(items):
-    """Modules with the most `slow` tests first, the rest in collection order.
+    """`LONG_MODULES` longest first, then modules with the most `slow` tests, the rest in
+    collection order.
 
     `scripts/run_tests.sh` hands whole modules to two workers in this order
     (`--dist loadfile --no-loadscope-reorder`): the long end-to-end modules start at once
@@ -59,7 +77,10 @@ def pytest_collection_modifyitems(items):
         item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")
     )
     modules = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
-    rank = {module: (-slow_tests[module], index) for index, module in enumerate(modules)}
+    rank = {
+        module: (-LONG_MODULES.get(module, 0), -slow_tests[module], index)
+        for index, module in enumerate(modules)
+    }
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
