@@ -192,13 +192,16 @@ class TranslationModule(tf.Module):
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def translate_with_attention(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """The best translation with its attention (averaged over decoder blocks) and the
-        source and target pieces labelling its axes."""
+        source and target pieces labelling its axes; for a single ConvS2S also each
+        attention block's map (`block_attention`, `[batch, blocks, target, source]`, the
+        translation teacher-forced) and the blocks' indices (`attention_blocks`)."""
         tokenizer = self._text_tokenizer()
         source = self.encode_text(text)
         output = self._search(source, return_attention=True)
         assert output.attention is not None  # asked for
         tokens = output.tokens[:, 0]
         return {
+            **self._block_attention(source, tokens, output.lengths[:, 0]),
             "translation": tokenizer.decode(tokens),
             "score": output.scores[:, 0],
             "attention": output.attention[:, 0],
@@ -209,6 +212,27 @@ class TranslationModule(tf.Module):
             "target_pieces": tokenizer.id_to_piece(tokens),
             "source_length": tf.reduce_sum(tf.cast(source != PAD_ID, tf.int32), axis=1),
             "target_length": output.lengths[:, 0],
+        }
+
+    def _block_attention(
+        self, source: tf.Tensor, tokens: tf.Tensor, lengths: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """Each attention block's map over `tokens` (the best hypotheses, `lengths` long),
+        teacher-forced with the folded kernels, zero beyond each hypothesis' end as the
+        search's attention is; none for an ensemble or a family without the maps."""
+        from convs2s_tf.models import ConvS2S
+
+        if not isinstance(self.model, ConvS2S):
+            return {}
+        kernels = make_inference_model(self.model, graph_mode_kernels(self.folded_kernels)).kernels
+        start = tf.fill([tf.shape(tokens)[0], 1], EOS_ID)
+        maps = self.model.attention_maps(source, tf.concat([start, tokens[:, :-1]], 1), kernels)
+        blocks = [int(name.rsplit("_", 1)[1]) for name, _ in maps]
+        within = tf.sequence_mask(lengths, tf.shape(tokens)[1], tf.float32)[:, None, :, None]
+        stacked = tf.cast(tf.stack([weights for _, weights in maps], 1), tf.float32)
+        return {
+            "block_attention": stacked * within,
+            "attention_blocks": tf.tile(tf.constant([blocks], tf.int32), [tf.shape(tokens)[0], 1]),
         }
 
     def signatures(self) -> dict[str, Callable[..., dict[str, tf.Tensor]]]:

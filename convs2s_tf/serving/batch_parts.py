@@ -23,6 +23,7 @@ OUTPUT_PADDING: dict[str, Any] = {
     "source_pieces": b"<pad>",
     "target_pieces": b"<pad>",
     "attention": 0.0,
+    "block_attention": 0.0,
 }
 
 

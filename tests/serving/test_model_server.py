@@ -315,3 +315,12 @@ def test_a_new_version_is_warmed_up_then_served_and_the_old_one_dropped(exported
     finally:
         channel.close()
         assert stop_server(server, grace=1)
+
+
+def test_the_attention_signature_gives_every_blocks_map_averaging_to_the_searchs(servable):
+    outputs = servable.signatures["translate_with_attention"](text=tf.constant(SENTENCES))
+    blocks, attention = outputs["block_attention"].numpy(), outputs["attention"].numpy()
+    assert blocks.shape[:1] + blocks.shape[2:] == attention.shape
+    assert blocks.shape[1] == outputs["attention_blocks"].shape[1] >= 1
+    # Teacher-forced on the translation, the blocks' mean is the search's own attention.
+    np.testing.assert_allclose(blocks.mean(axis=1), attention, atol=1e-5)

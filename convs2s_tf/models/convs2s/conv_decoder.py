@@ -259,6 +259,7 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         encoder_output: EncoderOutput,
         training: bool,
         need_attention: bool,
+        kernels: FoldedKernels | None = None,
     ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         target_embedding = self.embed(target_input, training)
         attention_weights = []
@@ -273,13 +274,24 @@ class ConvDecoder(TiedTableFolding, ConvStack):
                 encoder_output=encoder_output,
                 training=training,
                 return_attention=True,
+                kernels=kernels,
             )
             if need_attention and weights is not None:
                 attention_weights.append(weights)
             return x
 
-        x = self.run_blocks(self.input_projection(target_embedding), apply_block)
-        return self._hidden(x, training), attention_weights
+        x = self.run_blocks(self.input_projection(target_embedding, kernels=kernels), apply_block)
+        return self._hidden(x, training, kernels), attention_weights
+
+    def block_attention(
+        self,
+        target_input: tf.Tensor,
+        encoder_output: EncoderOutput,
+        kernels: FoldedKernels | None = None,
+    ) -> list[tf.Tensor]:
+        """Each attention block's weights `[batch, target, source]`, teacher-forced on
+        `target_input` (with the folded `kernels`, if given: an export's)."""
+        return self._features(target_input, encoder_output, False, True, kernels)[1]
 
     def initial_state(
         self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None

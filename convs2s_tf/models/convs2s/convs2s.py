@@ -145,11 +145,13 @@ class ConvS2S(EncoderDecoderModel):
         return self.encoder(source, training=training, kernels=kernels)
 
     def attention_maps(
-        self, source: tf.Tensor, target_input: tf.Tensor
+        self, source: tf.Tensor, target_input: tf.Tensor, kernels: FoldedKernels | None = None
     ) -> list[tuple[str, tf.Tensor]]:
         """`(name, [B, T, S] weights)` of every attention block ("block_3"), teacher-forced
-        on `target_input` (e.g. for TensorBoard's attention images)."""
-        _, per_block = self.decoder(target_input, self.encode(source), return_attention="per_block")
+        on `target_input` (e.g. for TensorBoard's attention images; with the folded
+        `kernels`, if given, for an export's)."""
+        encoded = self.encode(source, kernels=kernels)
+        per_block = self.decoder.block_attention(target_input, encoded, kernels)
         blocks = [i for i, has in enumerate(self.decoder.attention_spec) if has]
         return [(f"block_{block}", weights) for block, weights in zip(blocks, per_block)]
 
