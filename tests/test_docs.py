@@ -49,8 +49,8 @@ MARKER = re.compile(
 PYTHON_MODULE = re.compile(r"\bpython3? -m ([\w.]+)")
 FENCE = re.compile(r"^```\s*(\S*)\s*$")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-# The gRPC port of the docs' servers and clients, replaced by a free one.
-DOCS_PORT = re.compile(r"(?<=[:=])8500\b")
+# The docs' gRPC and REST ports, replaced by free ones.
+DOCS_PORTS = re.compile(r"(?<=[:=/])(8500|8501)\b")
 BLOCK_TIMEOUT = 300
 SERVER_START_TIMEOUT = 180
 # Sentences of source.en and reference.de in the scratch directory.
@@ -308,14 +308,14 @@ class PageResult:
 class Workspace:
     """Runs pages' blocks; keeps what the README ran, which the pages do not run again."""
 
-    def __init__(self, env, port):
+    def __init__(self, env, ports):
         self.env = env
-        self.port = port
+        self.ports = ports  # the docs' port -> the free one used for it
         self.readme_ran = set()  # texts of the README's foreground blocks
         self.readme_servers = {}  # text of a README background block -> its Server
 
     def command(self, block):
-        text = DOCS_PORT.sub(str(self.port), block.text)
+        text = DOCS_PORTS.sub(lambda match: str(self.ports[match.group(1)]), block.text)
         if block.language == "python":
             return [sys.executable, "-c", text]
         return ["bash", "-eo", "pipefail", "-c", text]
@@ -433,7 +433,9 @@ def page_results(small_corpus, small_prepared, tmp_path_factory):
     env = _environment(str(bin_dir))
     with ForkServer(env) as fork_server:
         env["PYTHON_FORKSERVER"] = fork_server.path
-        results = _run_pages(Workspace(env, free_ports(1)[0]), scratch, base)
+        results = _run_pages(
+            Workspace(env, dict(zip(("8500", "8501"), free_ports(2)))), scratch, base
+        )
     return results
 
 
