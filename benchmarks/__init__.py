@@ -173,6 +173,40 @@ def peak_rss_mb():
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
+class TreeMemory:
+    """Samples the resident memory of process `pid` and its children every `every` seconds
+    on a thread until `stop()`: `samples` in bytes, `peak`."""
+
+    def __init__(self, pid, every=0.1):
+        import threading
+
+        self.samples, self._stopped = [], threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(pid, every), daemon=True)
+        self._thread.start()
+
+    def _sample(self, pid, every):
+        import psutil
+
+        while True:
+            try:
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+                self.samples.append(sum(process.memory_info().rss for process in tree))
+            except psutil.Error:
+                pass
+            if self._stopped.wait(every):
+                return
+
+    def stop(self):
+        self._stopped.set()
+        self._thread.join()
+        return self
+
+    @property
+    def peak(self):
+        return max(self.samples, default=0)
+
+
 def request_milliseconds(translator, sentences):
     """Per-request latency of sending `sentences` one at a time, in ms."""
     times = []

@@ -19,13 +19,19 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
-import psutil
 from absl import flags
 
-from benchmarks import FLAGFILE, ROOT, child_env, cpu_description, directory_bytes, main
+from benchmarks import (
+    FLAGFILE,
+    ROOT,
+    TreeMemory,
+    child_env,
+    cpu_description,
+    directory_bytes,
+    main,
+)
 
 RAW = os.path.join(ROOT, "convs2s_tf", "datasets", "multi30k", "raw")
 
@@ -78,35 +84,16 @@ def corpus_flags(prefixes, pairs):
 
 def run_measured(command, cwd=ROOT):
     """Runs `command`; returns (seconds, peak RSS of its process tree in GB, stdout)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=child_env(PYTHONPATH=cwd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    peak = [0]
-
-    def sample():
-        root = psutil.Process(process.pid)
-        while process.poll() is None:
-            try:
-                tree = [root, *root.children(recursive=True)]
-                peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree))
-            except psutil.Error:
-                pass
-            time.sleep(0.1)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    start, environment = time.perf_counter(), child_env(PYTHONPATH=cwd)
+    pipe = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=cwd, env=environment, **pipe)
+    memory = TreeMemory(process.pid)
     stdout, stderr = process.communicate()
     seconds = time.perf_counter() - start
-    sampler.join()
+    memory.stop()
     if process.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-3000:]}")
-    return seconds, peak[0] / 1e9, stdout
+    return seconds, memory.peak / 1e9, stdout
 
 
 def prepare(pairs):

@@ -1,9 +1,9 @@
-"""Translation speed of a trained run: in process, through exports, as a whole command.
+"""Translation speed of a trained run: in process, through exports, behind the server.
 
     python -m benchmarks.translate_speed [--model_dir=runs/multi30k_en_de] \\
-        [--parts=in_process,exports,whole_process] [--variants=float32,float32_xla,...] \\
+        [--parts=in_process,exports,server] [--variants=float32,float32_xla,...] \\
         [--exports=default,bfloat16,int8] [--saved_model=DIR] [--batch_size=128] \\
-        [--latency_sentences=100] [--sentences=0] [--repeats=3]
+        [--latency_sentences=100] [--sentences=0] [--clients=8] [--seconds=60]
 
 On the run's prepared test split, beam 5; batches of --batch_size from the sentences
 sorted by length, latency one sentence a request over the first --latency_sentences.
@@ -11,26 +11,36 @@ sorted by length, latency one sentence a request over the first --latency_senten
 and beam-5 sentences/s after an untimed pass, BLEU, warm batch-1 ms. `exports`: each of
 --exports (`pipelines.export` with `EXPORTS`' flags) and --saved_model, in a fresh
 process as a server meets it: import, load (warm-up included), the first request, the
-batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU.
-`whole_process`: the median wall time of --repeats `pipelines.translate` processes for
-one sentence and the split, and its phases (import, load, translations) timed in one
-process. Ends with one JSON line.
+batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU. `server`:
+`pipelines.serve` (with --server_flags) on the default export or --saved_model, --clients
+threads sending for --seconds requests of --sizes sentences (seeded) with a deadline:
+each status code's count, p50/p99 latency, sentences/s answered, the server's RSS every
+10 s, and p99 against its queue length times the median request. Ends with one JSON line.
 """
 
 import time
 
 _START = time.perf_counter()
 
+import collections  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import statistics  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 
+import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from benchmarks import (  # noqa: E402
+    PYTHON,
     ROOT,
+    CommandError,
     TestSplit,
+    TreeMemory,
+    child_env,
     child_command,
     cpu_description,
     define_child_flags,
@@ -40,14 +50,12 @@ from benchmarks import (  # noqa: E402
     read_lines,
     request_milliseconds,
     run_prepared_data,
-    run_python,
     run_timed,
     time_fresh_process,
     translate_in_batches,
-    write_lines,
 )
 
-PARTS = ("in_process", "exports", "whole_process")
+PARTS = ("in_process", "exports", "server")
 VARIANTS = ("float32", "float32_xla", "bfloat16", "bfloat16_xla")
 # The exports measured: name -> pipelines.export flags.
 EXPORTS = {
@@ -56,32 +64,9 @@ EXPORTS = {
     "bfloat16": ["--inference_dtype=bfloat16"],
     "int8": ["--int8_weights"],
 }
+
+
 # The phases of one translation, timed from inside one process.
-_PHASES = """
-import json, sys, time
-start = time.perf_counter()
-import pipelines.translate
-from convs2s_tf.inference import open_translator
-from convs2s_tf.inference.translator import search_one_batch_per_core
-imported = time.perf_counter()
-in_flight = search_one_batch_per_core()  # as the command does
-translator = open_translator(model_dir=sys.argv[1])
-loaded = time.perf_counter()
-with open(sys.argv[2], encoding="utf-8") as f:
-    lines = f.read().split("\\n")[:-1]
-translator.translate(lines[:1])
-first = time.perf_counter()
-translator.translate(lines[1:2])
-second = time.perf_counter()
-translator.translate_all(lines, in_flight=in_flight)
-done = time.perf_counter()
-print(json.dumps({
-    "import": imported - start, "load": loaded - imported, "first_translation": first - loaded,
-    "second_translation": second - first, "all_lines": done - second,
-}))
-"""
-
-
 def define_flags(flag_values=flags.FLAGS):
     define = {"flag_values": flag_values}
     run = os.path.join(ROOT, "runs", "multi30k_en_de")
@@ -93,8 +78,11 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("batch_size", 128, "Sentences per batch for throughput.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Sent one at a time (0: all).", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
-    flags.DEFINE_integer("repeats", 3, "Fresh processes per whole-process figure.", **define)
-    flags.DEFINE_list("translate_flags", [], "More pipelines.translate flags.", **define)
+    flags.DEFINE_integer("clients", 8, "The server part's concurrent clients.", **define)
+    flags.DEFINE_float("seconds", 60.0, "How long they send requests.", **define)
+    flags.DEFINE_list("sizes", ["1", "1", "1", "8", "32"], "Sentences a request.", **define)
+    flags.DEFINE_float("deadline_seconds", 10.0, "Each request's deadline.", **define)
+    flags.DEFINE_list("server_flags", [], "More pipelines.serve flags.", **define)
     # A fresh export process (what `exports` runs, and `benchmarks.compare` too).
     flags.DEFINE_string("child_saved_model", None, "Time this export in this process.", **define)
     define_child_flags(flag_values)
@@ -129,7 +117,7 @@ def time_export(saved_model, split, output, batch_size):
 
 
 def in_process(options, split):
-    """The `in_process` part: {variant figures..., best of each metric}."""
+    """The `in_process` part: {variant figures...}."""
     from convs2s_tf.decoding import SearchConfig
     from convs2s_tf.inference import load_inference_model
 
@@ -150,12 +138,6 @@ def in_process(options, split):
         times = request_milliseconds(translator, split.first)
         results[f"{variant}_latency_ms_batch1"] = round(sum(times) / len(times), 2)
         print(f"in process {variant} beam5 batch 1: {sum(times) / len(times):.2f} ms", flush=True)
-    bests = (("sentences_per_sec_beam5", max), ("sentences_per_sec_greedy", max))
-    for metric, better in (*bests, ("latency_ms_batch1", min)):
-        measured = {variant: results[f"{variant}_{metric}"] for variant in options.variants}
-        if measured:
-            best = better(measured, key=measured.get)
-            results[metric], results[f"{metric}_variant"] = measured[best], best
     return results
 
 
@@ -179,31 +161,79 @@ def exports(options, split, work_dir):
     return results
 
 
-def whole_process(options, split, work_dir):
-    """The `whole_process` part: medians and the phases of one process."""
+def _client(address, sentences, options, seed, stop, records):
+    """Sends requests until `stop`; appends (status name, seconds, sentences) to `records`."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    def median_seconds(arguments):
-        return statistics.median(run_python(*arguments)[0] for _ in range(options.repeats))
+    chooser, sizes = random.Random(seed), [int(size) for size in options.sizes]
+    with grpc.insecure_channel(address) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        while not stop.is_set():
+            size = chooser.choice(sizes)
+            first = chooser.randrange(max(len(sentences) - size, 1))
+            request = predict_pb2.PredictRequest(model_spec={"name": "load"})
+            texts = sentences[first : first + size]
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(texts, dtype=tf.string))
+            start = time.perf_counter()
+            try:
+                stub.Predict(request, timeout=options.deadline_seconds)
+                code = "OK"
+            except grpc.RpcError as error:
+                code = error.code().name
+            records.append((code, time.perf_counter() - start, len(texts)))
 
-    def translate_seconds(lines, name):
-        source = write_lines(os.path.join(work_dir, f"{name}.txt"), lines)
-        command = ["-m", "pipelines.translate", f"--model_dir={options.model_dir}"]
-        output = f"--output={os.path.join(work_dir, 'output.txt')}"
-        return median_seconds(command + [f"--input={source}", output, *options.translate_flags])
 
-    one = translate_seconds(split.sources[:1], "one")
-    whole = translate_seconds(split.sources, "all")
-    all_lines = os.path.join(work_dir, "all.txt")  # what translate_seconds wrote
-    phases = last_json(run_python("-c", _PHASES, options.model_dir, all_lines)[1])
+def server(options, split, work_dir):
+    """The `server` part: `pipelines.serve` on the default export (or --saved_model) under
+    --clients concurrent gRPC clients for --seconds; codes, latency, throughput, RSS."""
+    saved_model = options.saved_model or os.path.join(work_dir, "exports", "default")
+    if not os.path.isdir(saved_model):
+        export_seconds(options.model_dir, saved_model)
+    command = [*PYTHON, "-m", "pipelines.serve", f"--model_base_path={saved_model}"]
+    command += ["--model_name=load", "--port=0", *options.server_flags]
+    pipe = dict(stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=child_env(), **pipe)
+    banner = process.stdout.readline()
+    address = re.search(r"on (127\.0\.0\.1:\d+)", banner)
+    queued = re.search(r"and (\d+) queued", banner)
+    if not (address and queued):
+        process.kill()
+        raise CommandError(f"pipelines.serve did not start: {banner!r}")
+    stop, records, memory = threading.Event(), [], TreeMemory(process.pid, every=10.0)
+    clients = [
+        threading.Thread(
+            target=_client, args=(address[1], split.sources, options, seed, stop, records)
+        )
+        for seed in range(options.clients)
+    ]
+    for thread in clients:
+        thread.start()
+    stop.wait(options.seconds)
+    stop.set()
+    for thread in clients:
+        thread.join()
+    rss = [round(sample / 2**20) for sample in memory.stop().samples]
+    process.terminate()
+    process.wait(timeout=60)
+    answered = np.array([seconds for code, seconds, _ in records if code == "OK"] or [np.nan])
+    median, p99 = np.percentile(answered * 1000, [50, 99])
     results = {
-        "repeats": options.repeats,
-        "one_sentence_seconds": round(one, 2),
-        "all_lines_seconds": round(whole, 2),
-        "in_one_process": {name: round(value, 2) for name, value in phases.items()},
+        "clients": options.clients,
+        "seconds": options.seconds,
+        "codes": dict(collections.Counter(code for code, _, _ in records)),
+        "p50_ms": round(float(median), 1),
+        "p99_ms": round(float(p99), 1),
+        "answered_sentences_per_sec": round(
+            sum(size for code, _, size in records if code == "OK") / options.seconds, 1
+        ),
+        "rss_mb": rss,
+        "rss_growth_mb": rss[-1] - rss[0],
+        # The goal: p99 within the queue's length times the median request.
+        "p99_to_queue_times_median": round(float(p99 / (max(int(queued[1]), 1) * median)), 2),
     }
-    print(f"pipelines.translate, median of {options.repeats} processes:")
-    print(f"  one sentence {one:.2f} s, {len(split.sources):,} lines {whole:.2f} s")
-    print("  in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    print(f"server under load: {json.dumps(results)}", flush=True)
     return results
 
 
@@ -229,8 +259,8 @@ def run(options):
             line["in_process"] = in_process(options, split)
         if "exports" in options.parts:
             line["exports"] = exports(options, split, work_dir)
-        if "whole_process" in options.parts:
-            line["whole_process"] = whole_process(options, split, work_dir)
+        if "server" in options.parts:
+            line["server"] = server(options, split, work_dir)
     print(json.dumps(line))
 
 

@@ -148,9 +148,11 @@ def main(argv):
     )
     # One parseable line, for scripts and tests that start the server.
     rest = f", REST on {FLAGS.host}:{running.rest.port}" if running.rest else ""
+    gate = api.gate
     print(
         f"Serving {servable.name} version {servable.version} on {FLAGS.host}:{running.port}"
-        f"{rest} (intra-op threads: {intra_op or 'default'}, "
+        f"{rest}, {gate.max_in_flight} searches at once and {gate.max_queued} queued "
+        f"(intra-op threads: {intra_op or 'default'}, "
         f"inter-op threads: {inter_op or 'default'})",
         flush=True,
     )

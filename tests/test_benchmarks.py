@@ -80,30 +80,27 @@ def test_translate_speed(short_run, capsys):
         translate_speed,
         capsys,
         f"--model_dir={short_run}",
-        "--parts=in_process,whole_process",
+        "--parts=in_process,server",
         "--variants=float32",
         "--latency_sentences=2",
         "--batch_size=4",
-        "--repeats=1",
+        # Three clients against one search and one queued place: some are refused.
+        "--clients=3",
+        "--seconds=4",
+        "--sizes=1,4",
+        "--server_flags=--max_concurrent_requests=1,--max_queued_requests=1",
     )
     assert (line["sentences"], line["latency_sentences"], line["batch_size"]) == (SENTENCES, 2, 4)
     in_process = line["in_process"]
-    assert in_process["latency_ms_batch1_variant"] == "float32"
-    assert in_process["sentences_per_sec_beam5"] == in_process["float32_sentences_per_sec_beam5"]
-    assert (
-        in_process["float32_sentences_per_sec_greedy"] > 0 and in_process["latency_ms_batch1"] > 0
-    )
+    assert in_process["float32_sentences_per_sec_beam5"] > 0
+    assert in_process["float32_sentences_per_sec_greedy"] > 0
+    assert in_process["float32_latency_ms_batch1"] > 0
     assert 0 <= in_process["float32_bleu_beam5"] <= 100 and "exports" not in line
-    whole = line["whole_process"]
-    assert whole["repeats"] == 1
-    assert 0 < whole["one_sentence_seconds"] <= whole["all_lines_seconds"] * 1.5
-    assert set(whole["in_one_process"]) == {
-        "import",
-        "load",
-        "first_translation",
-        "second_translation",
-        "all_lines",
-    }
+    server = line["server"]
+    # At the limit, nothing but RESOURCE_EXHAUSTED beside the answers.
+    assert set(server["codes"]) <= {"OK", "RESOURCE_EXHAUSTED"} and server["codes"]["OK"] > 0
+    assert 0 < server["p50_ms"] <= server["p99_ms"] and server["answered_sentences_per_sec"] > 0
+    assert server["rss_mb"][0] > 0 and server["p99_to_queue_times_median"] > 0
 
 
 def test_translate_speed_refuses_unknown_exports(short_run, capsys):
