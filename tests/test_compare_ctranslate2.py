@@ -75,7 +75,7 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     assert set(line["searches"]) == {"student"} and line["searches"]["student"]["beam"] == 5
     assert set(line["pilots"]) == {"config"} and line["preset"] == "config"
     beam = line["searches"]["student"]["beam"]
-    rows = {"teacher_beam5", "student_beam5"}
+    rows = {"teacher_beam5", "student_beam5", "student_int8_beam5"}
     for name in ("transformer", "transformer_student"):
         assert line["transformers"][name]["epochs"] == 1
         rows |= {f"{name}_ct2_{q}_{s}" for q in ("float32", "int8") for s in ("beam5", "greedy")}
@@ -88,6 +88,7 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     assert len(translations.read_text().splitlines()) == 8
     goals = line["goals"]
     assert goals["student"] == f"student_beam{beam}" and goals["peak_rss_to_import_only"] > 0
+    assert goals["int8"]["student"] == f"student_int8_beam{beam}"
     assert goals["transformer"]["against"] == "transformer_ct2_float32_beam5"
     assert "| transformer_student_ct2_int8_greedy |" in stdout and line["cpu"] in stdout
 

@@ -12,7 +12,8 @@ data, the first's and the ensemble's (`pipelines.distill`); pilots, each of --pi
 --pilot_minutes, measured on validation; students of --student_config on each distilled
 data, with the preset of the pilot fastest at batch 1 within --tolerance of the best
 pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance of its best
-validation BLEU (`search.json`, its export's default); Transformers of the teacher's and
+validation BLEU (`search.json`, its export's default), exported in float32 and with int8
+products; Transformers of the teacher's and
 the distilled data (`benchmarks.compare.transformer`: CTranslate2 float32 and int8, beam
 5 and greedy). Every translator then runs in a fresh process on the test split: the first
 --latency_sentences requests of one sentence (then warm), batches of --batch_size sorted
@@ -347,16 +348,23 @@ def run(options):
     results = comparison.teacher_exports(teachers[0], test)
     for name, flagfile in data.items():
         model_dir, searches[name] = comparison.student(name, flagfile, *chosen)
-        for beam in sorted({searches[name]["beam"], 5 if name == "student" else 0} - {0}):
+        chosen_beam = searches[name]["beam"]
+        for beam in sorted({chosen_beam, 5 if name == "student" else 0} - {0}):
             results[f"{name}_beam{beam}"] = comparison.export_measured(name, model_dir, beam, test)
+        # Its chosen search with int8 products (AVX-512 VNNI here), beside float32's.
+        int8 = comparison.export_measured(
+            f"{name}_int8", model_dir, chosen_beam, test, "--int8_weights"
+        )
+        results[f"{name}_int8_beam{chosen_beam}"] = int8
     distilled = PreparedData.load(os.path.dirname(os.path.dirname(data["student"])))
     rivals = {"transformer": prepared, "transformer_student": distilled}
     transformers, summaries = comparison.transformers(rivals, test)
     results.update(transformers)
     path = comparison.path("results", "import_only.json")
     baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
-    student_row = f"student_beam{searches['student']['beam']}"
-    reached = goals(results, student_row, baseline, options.tolerance)
+    beam = searches["student"]["beam"]
+    reached = goals(results, f"student_beam{beam}", baseline, options.tolerance)
+    reached["int8"] = goals(results, f"student_int8_beam{beam}", baseline, options.tolerance)
     print(
         f"CPU: {cpu}. Test split; batch 1: the first {options.latency_sentences} requests "
         f"of a fresh process (then warm); batch {options.batch_size}: sorted by length, the "
