@@ -82,6 +82,12 @@ class RequestGate:
         with self._condition:
             return self._running
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a turn now."""
+        with self._condition:
+            return self._waiting
+
     @contextlib.contextmanager
     def admitted(self, context: RequestContext) -> Iterator[None]:
         """Runs the block once the request has its turn.

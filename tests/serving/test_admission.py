@@ -63,7 +63,7 @@ def test_beyond_running_and_queued_requests_are_refused_at_once():
     first, first_entered, first_outcome = _start(gate, Context(), release)
     assert first_entered.wait(30) and gate.running == 1
     second, second_entered, second_outcome = _start(gate, Context(), release)
-    _wait_for(lambda: gate._waiting == 1)
+    _wait_for(lambda: gate.waiting == 1)
     assert not second_entered.is_set()
     started = time.monotonic()
     with pytest.raises(RequestError) as refused:
@@ -86,11 +86,11 @@ def test_a_waiting_request_whose_client_is_gone_never_runs(how, code):
     context = Context(timeout=0.2 if how == "deadline" else None)
     waiter, waiter_entered, outcome = _start(gate, context, release)
     if how == "cancel":
-        _wait_for(lambda: gate._waiting == 1)
+        _wait_for(lambda: gate.waiting == 1)
         context.cancel()
     waiter.join(30)
     assert outcome == [code] and not waiter_entered.is_set()
-    assert gate._waiting == 0 and gate.running == 1  # its place in the queue is free again
+    assert gate.waiting == 0 and gate.running == 1  # its place in the queue is free again
     release.set()
     holder.join(30)
 

@@ -221,30 +221,42 @@ def _request(texts):
     return request
 
 
+def _wait_for(condition):
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def test_a_full_server_refuses_at_once_and_never_starts_an_expired_request(running):
     gate, counted = running.api.gate, running.counted
     release, entered, holder = _hold_slot(gate)  # the one request that may run
-    assert entered.wait(30)
-    calls = counted.calls
-    # Queued behind it until its deadline: answered DEADLINE_EXCEEDED and never searched.
-    with pytest.raises(grpc.RpcError) as error:
-        running.stub.Predict(_request(["A dog."]), timeout=0.5)
-    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    queued_release, queued, queued_holder = _hold_slot(gate)  # the one queued place
-    time.sleep(0.1)
-    started = time.monotonic()
-    with pytest.raises(grpc.RpcError) as error:
-        running.stub.Predict(_request(["A dog."]), timeout=30)
-    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "limit of 1 running and 1 queued requests" in error.value.details()
-    status, answer = _rest(running, "/v1/models/tiny:predict", {"instances": ["A dog."]})
-    assert status == 429 and "retry later" in answer["error"]
-    assert time.monotonic() - started < 10  # at once, not after the running request
-    release.set()
-    assert queued.wait(30)
-    queued_release.set()
-    for thread in (holder, queued_holder):
-        thread.join(30)
+    queued_release, queued, queued_holder = None, None, None
+    try:
+        assert entered.wait(30)
+        calls = counted.calls
+        # Queued behind it until its deadline: answered DEADLINE_EXCEEDED, never searched.
+        with pytest.raises(grpc.RpcError) as error:
+            running.stub.Predict(_request(["A dog."]), timeout=0.5)
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        _wait_for(lambda: gate.waiting == 0)
+        queued_release, queued, queued_holder = _hold_slot(gate)  # the one queued place
+        _wait_for(lambda: gate.waiting == 1)
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as error:
+            running.stub.Predict(_request(["A dog."]), timeout=30)
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "limit of 1 running and 1 queued requests" in error.value.details()
+        status, answer = _rest(running, "/v1/models/tiny:predict", {"instances": ["A dog."]})
+        assert status == 429 and "retry later" in answer["error"]
+        assert time.monotonic() - started < 10  # at once, not after the running request
+    finally:
+        release.set()
+        if queued_release is not None:
+            assert queued.wait(30)
+            queued_release.set()
+            queued_holder.join(30)
+        holder.join(30)
     assert counted.calls == calls
     assert predict(running.stub, "tiny", ["Still there?"])["translation"].shape == (1,)
 
