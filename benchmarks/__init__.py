@@ -174,8 +174,8 @@ def peak_rss_mb():
 
 
 class TreeMemory:
-    """Samples the resident memory of process `pid` and its children every `every` seconds
-    on a thread until `stop()`: `samples` in bytes, `peak`."""
+    """Samples the resident memory (bytes) of process `pid` and its children every `every`
+    seconds on a thread into `samples`, until `stop()`."""
 
     def __init__(self, pid, every=0.1):
         import threading
@@ -189,8 +189,7 @@ class TreeMemory:
 
         while True:
             try:
-                root = psutil.Process(pid)
-                tree = [root, *root.children(recursive=True)]
+                tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
                 self.samples.append(sum(process.memory_info().rss for process in tree))
             except psutil.Error:
                 pass
@@ -201,10 +200,6 @@ class TreeMemory:
         self._stopped.set()
         self._thread.join()
         return self
-
-    @property
-    def peak(self):
-        return max(self.samples, default=0)
 
 
 def request_milliseconds(translator, sentences):

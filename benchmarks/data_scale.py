@@ -2,15 +2,14 @@
 
     python -m benchmarks.data_scale [--pairs=500000,1500000,4500000] \\
         [--startup_pairs=500000,4500000] [--large_pairs=12000000] \\
-        [--input_epochs=0] [--work_dir=/tmp/convs2s_data_scale]
+        [--work_dir=/tmp/convs2s_data_scale]
 
 The corpus is Multi30k's 29,000 training pairs replicated to N pairs (WMT'14 en-de has
 4.5M), with its validation and test sets. Per size of --pairs, `pipelines.prepare_data`
 from nothing: wall time, peak RSS of its process tree (sampled every 0.1 s), size on
 disk; per size of --startup_pairs and --large_pairs (beyond TF's 10M-element file cache),
-`pipelines.train` with --config's model for 5 updates: time to exit and peak RSS. With
---input_epochs, the training input pipeline alone over --config's shards:
-one warm-up epoch, then --input_epochs timed, in target tokens/s. Ends with one JSON line.
+`pipelines.train` with --config's model for 5 updates: time to exit and peak RSS. Ends
+with one JSON line.
 """
 
 import gzip
@@ -23,15 +22,7 @@ import time
 
 from absl import flags
 
-from benchmarks import (
-    FLAGFILE,
-    ROOT,
-    TreeMemory,
-    child_env,
-    cpu_description,
-    directory_bytes,
-    main,
-)
+from benchmarks import FLAGFILE, ROOT, TreeMemory, child_env, cpu_description, directory_bytes, main
 
 RAW = os.path.join(ROOT, "convs2s_tf", "datasets", "multi30k", "raw")
 
@@ -43,7 +34,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("pairs", ["500000", "1500000", "4500000"], "Sizes to prepare.", **define)
     flags.DEFINE_list("startup_pairs", ["500000", "4500000"], "Sizes to train on.", **define)
     flags.DEFINE_integer("large_pairs", 12_000_000, "Beyond TF's cache (0: skip).", **define)
-    flags.DEFINE_integer("input_epochs", 0, "Input pipeline epochs timed (0: skip).", **define)
     flags.DEFINE_string("work_dir", "/tmp/convs2s_data_scale", "Scratch (kept).", **define)
     flags.DEFINE_string("config", FLAGFILE, "Flagfile of the model, training and input.", **define)
 
@@ -93,7 +83,7 @@ def run_measured(command, cwd=ROOT):
     memory.stop()
     if process.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-3000:]}")
-    return seconds, memory.peak / 1e9, stdout
+    return seconds, max(memory.samples, default=0) / 1e9, stdout
 
 
 def prepare(pairs):
@@ -122,44 +112,6 @@ def start_training(pairs):
     return figures
 
 
-def input_pipeline():
-    """The training input pipeline's rate over --config's prepared shards."""
-    import numpy as np
-
-    from benchmarks import config_flags, prepared_data
-    from convs2s_tf import vocabulary
-    from convs2s_tf.data.pipeline import Placement, TrainingData
-    from pipelines.flags.data import training_dataset_kwargs
-
-    setup_start = time.perf_counter()
-    prepared = prepared_data(FLAGS.config)
-    kwargs = training_dataset_kwargs(config_flags(f"--flagfile={FLAGS.config}"))
-    data = TrainingData(prepared.shard_paths("train"), prepared.length_index("train"), **kwargs)
-    stats, steps = data.stats(), data.steps_per_epoch(Placement())
-    iterator = iter(data.dataset(None))
-    figures = {"setup_seconds": round(time.perf_counter() - setup_start, 2)}
-    seconds = []
-    for epoch in range(FLAGS.input_epochs + 1):  # the first: a warm-up
-        start, tokens = time.perf_counter(), 0
-        for _ in range(steps):
-            target = next(iterator)["target"].numpy()
-            tokens += int(np.count_nonzero(target != vocabulary.PAD_ID))
-        if tokens != stats.target_tokens:
-            raise AssertionError(
-                f"epoch {epoch}: {tokens} target tokens, not {stats.target_tokens}"
-            )
-        seconds.append(time.perf_counter() - start)
-    figures.update(
-        target_tokens_per_sec=round(stats.target_tokens * FLAGS.input_epochs / sum(seconds[1:])),
-        epochs=FLAGS.input_epochs,
-        target_tokens_per_epoch=stats.target_tokens,
-        batches_per_epoch=stats.batches_per_epoch,
-        seconds_per_epoch=round(sum(seconds[1:]) / FLAGS.input_epochs, 4),
-    )
-    print(f"input pipeline: {figures}", flush=True)
-    return figures
-
-
 def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
     global FLAGS
@@ -174,8 +126,6 @@ def run(options):
             "prepare": prepare(FLAGS.large_pairs),
             "train": start_training(FLAGS.large_pairs),
         }
-    if FLAGS.input_epochs:
-        result["input_pipeline"] = input_pipeline()
     print(json.dumps(result))
 
 

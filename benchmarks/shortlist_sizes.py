@@ -30,8 +30,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("sizes", sizes, "K:N pairs to measure.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Test sentences sent one at a time.", **define)
     flags.DEFINE_integer("batch_size", 128, "Sentences per batch (BLEU, throughput).", **define)
-    dtypes = ["float32", "bfloat16"]
-    flags.DEFINE_enum("inference_dtype", "float32", dtypes, "Compute dtype.", **define)
+    flags.DEFINE_enum("inference_dtype", "float32", ["float32", "bfloat16"], "Dtype.", **define)
 
 
 def _sizes():

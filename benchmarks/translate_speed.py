@@ -5,17 +5,16 @@
         [--exports=default,bfloat16,int8] [--saved_model=DIR] [--batch_size=128] \\
         [--latency_sentences=100] [--sentences=0] [--clients=8] [--seconds=60]
 
-On the run's prepared test split, beam 5; batches of --batch_size from the sentences
-sorted by length, latency one sentence a request over the first --latency_sentences.
-`in_process`: the checkpoint's translator per --variants (dtype, XLA step or not), greedy
-and beam-5 sentences/s after an untimed pass, BLEU, warm batch-1 ms. `exports`: each of
---exports (`pipelines.export` with `EXPORTS`' flags) and --saved_model, in a fresh
-process as a server meets it: import, load (warm-up included), the first request, the
-batch-1 mean (then warm), batches (first and second pass), peak memory, BLEU. `server`:
-`pipelines.serve` (with --server_flags) on the default export or --saved_model, --clients
-threads sending for --seconds requests of --sizes sentences (seeded) with a deadline:
-each status code's count, p50/p99 latency, sentences/s answered, the server's RSS every
-10 s, and p99 against its queue length times the median request. Ends with one JSON line.
+On the run's test split, beam 5; batches of --batch_size of the sentences sorted by
+length, latency over the first --latency_sentences sent one at a time. `in_process`: the
+checkpoint's translator per --variants: greedy and beam-5 sentences/s after an untimed
+pass, BLEU, warm batch-1 ms. `exports`: each of --exports (`EXPORTS`) and --saved_model
+in a fresh process: import, load (warm-up included), the first request, batch 1 (then
+warm), batches (two passes), peak memory, BLEU. `server`: `pipelines.serve` (with
+--server_flags) on the default export or --saved_model, --clients threads sending
+requests of --sizes sentences (seeded) for --seconds: each status code's count, p50/p99,
+sentences/s answered, the server's RSS every 10 s, p99 against queue length x median.
+Ends with one JSON line.
 """
 
 import time
@@ -164,8 +163,9 @@ def exports(options, split, work_dir):
 def _client(address, sentences, options, seed, stop, records):
     """Sends requests until `stop`; appends (status name, seconds, sentences) to `records`."""
     import grpc
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    from pipelines.client import predict
 
     chooser, sizes = random.Random(seed), [int(size) for size in options.sizes]
     with grpc.insecure_channel(address) as channel:
@@ -173,13 +173,9 @@ def _client(address, sentences, options, seed, stop, records):
         while not stop.is_set():
             size = chooser.choice(sizes)
             first = chooser.randrange(max(len(sentences) - size, 1))
-            request = predict_pb2.PredictRequest(model_spec={"name": "load"})
-            texts = sentences[first : first + size]
-            request.inputs["text"].CopyFrom(tf.make_tensor_proto(texts, dtype=tf.string))
-            start = time.perf_counter()
+            texts, start, code = sentences[first : first + size], time.perf_counter(), "OK"
             try:
-                stub.Predict(request, timeout=options.deadline_seconds)
-                code = "OK"
+                predict(stub, "load", texts, timeout=options.deadline_seconds)
             except grpc.RpcError as error:
                 code = error.code().name
             records.append((code, time.perf_counter() - start, len(texts)))
@@ -202,10 +198,9 @@ def server(options, split, work_dir):
         process.kill()
         raise CommandError(f"pipelines.serve did not start: {banner!r}")
     stop, records, memory = threading.Event(), [], TreeMemory(process.pid, every=10.0)
+    shared = (address[1], split.sources, options)
     clients = [
-        threading.Thread(
-            target=_client, args=(address[1], split.sources, options, seed, stop, records)
-        )
+        threading.Thread(target=_client, args=(*shared, seed, stop, records))
         for seed in range(options.clients)
     ]
     for thread in clients:
@@ -219,15 +214,14 @@ def server(options, split, work_dir):
     process.wait(timeout=60)
     answered = np.array([seconds for code, seconds, _ in records if code == "OK"] or [np.nan])
     median, p99 = np.percentile(answered * 1000, [50, 99])
+    sentences = sum(size for code, _, size in records if code == "OK")
     results = {
         "clients": options.clients,
         "seconds": options.seconds,
         "codes": dict(collections.Counter(code for code, _, _ in records)),
         "p50_ms": round(float(median), 1),
         "p99_ms": round(float(p99), 1),
-        "answered_sentences_per_sec": round(
-            sum(size for code, _, size in records if code == "OK") / options.seconds, 1
-        ),
+        "answered_sentences_per_sec": round(sentences / options.seconds, 1),
         "rss_mb": rss,
         "rss_growth_mb": rss[-1] - rss[0],
         # The goal: p99 within the queue's length times the median request.

@@ -130,8 +130,7 @@ def test_shortlist_sizes(short_run, capsys):
 
 @pytest.mark.slow
 def test_data_scale(short_corpus, tmp_path, capsys):
-    # The start-up runs train the tiny model on their corpora; the input pipeline reads
-    # the config's own data (the small corpus).
+    # The start-up runs train the tiny model on their corpora.
     config = _tiny_config(short_corpus, tmp_path)
     line, _ = run_benchmark(
         data_scale,
@@ -139,7 +138,6 @@ def test_data_scale(short_corpus, tmp_path, capsys):
         "--pairs=3000,6000",
         "--startup_pairs=3000",
         "--large_pairs=0",
-        "--input_epochs=1",
         f"--config={config}",
         f"--work_dir={tmp_path / 'work'}",
     )
@@ -147,10 +145,7 @@ def test_data_scale(short_corpus, tmp_path, capsys):
     for figures in line["prepare"].values():
         assert figures["seconds"] > 0 and figures["peak_rss_gb"] > 0 and figures["disk_mb"] > 0
     assert line["prepare"]["6000"]["disk_mb"] > line["prepare"]["3000"]["disk_mb"]
-    assert line["startup"]["3000"]["seconds_to_exit"] > 0
-    pipeline = line["input_pipeline"]
-    assert pipeline["target_tokens_per_sec"] > 0 and pipeline["epochs"] == 1
-    assert pipeline["batches_per_epoch"] > 0 and pipeline["target_tokens_per_epoch"] > 0
+    assert line["startup"]["3000"]["seconds_to_exit"] > 0 and "input_pipeline" not in line
 
 
 @pytest.mark.slow

@@ -8,18 +8,17 @@ teacher's data and on the same distilled data. One machine, one run.
 
 Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Stages, each kept in
 --work_dir (a re-run continues): teachers (`pipelines.train` per seed); their distilled
-data, the first's and the ensemble's (`pipelines.distill`); pilots, each of --pilots for
+data, the first's and the ensemble's (`pipelines.distill`); pilots of --pilots for
 --pilot_minutes, measured on validation; students of --student_config on each distilled
-data, with the preset of the pilot fastest at batch 1 within --tolerance of the best
-pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance of its best
-validation BLEU (`search.json`, its export's default), exported in float32 and with int8
-products; Transformers of the teacher's and
-the distilled data (`benchmarks.compare.transformer`: CTranslate2 float32 and int8, beam
-5 and greedy). Every translator then runs in a fresh process on the test split: the first
---latency_sentences requests of one sentence (then warm), batches of --batch_size sorted
-by length, peak memory, BLEU (also lowercased `intl`), chrF, size on disk; beside them a
-process that only imports TensorFlow. Prints the tables and the goals' ratios, naming
-the CPU, then one JSON line.
+data with the preset of the pilot fastest at batch 1 within --tolerance of the best
+pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance
+(`search.json`, its export's default), exported in float32 and with int8 products;
+Transformers of the teacher's and the distilled data (`benchmarks.compare.transformer`:
+CTranslate2 float32 and int8, beam 5 and greedy). Every translator then runs in a fresh
+process on the test split: the first --latency_sentences requests of one sentence (then
+warm), batches of --batch_size sorted by length, peak memory, BLEU (also lowercased
+`intl`), chrF, size on disk; beside them a process that only imports TensorFlow. Prints
+the tables and the goals' ratios, naming the CPU, then one JSON line.
 """
 
 import time

@@ -64,9 +64,7 @@ def define_flags(flag_values=flags.FLAGS):
     dtypes = ["float32", "bfloat16"]
     flags.DEFINE_list("in_process_dtypes", dtypes, "In-process compute dtypes.", **define)
     flags.DEFINE_list("skip", [], f"Parts to leave out, of {', '.join(PARTS)}.", **define)
-    flags.DEFINE_string(
-        "work_dir", None, "Keep exports and outputs here (default: temporary).", **define
-    )
+    flags.DEFINE_string("work_dir", None, "Keep outputs here (default: temporary).", **define)
 
 
 class Comparison:
