@@ -12,14 +12,6 @@ PIP=(python3 -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" torch==2.13.0
 "${PIP[@]}" cython wheel "setuptools>=64" numpy
 "${PIP[@]}" --no-build-isolation -e ".[test,parity,benchmark]"
-# Debian's Chromium and its ChromeDriver, for the test of pipelines.serve's page
-# (tests/test_serving_page.py), where they are missing and apt can install them.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      chromium chromium-driver >/dev/null
-  fi
-fi
 
 export TF_CPP_MIN_LOG_LEVEL=2 KERAS_BACKEND=tensorflow
 python3 -m flake8 convs2s_tf pipelines tests benchmarks
@@ -35,6 +27,14 @@ SELECT=(-m "not slow")
 if [[ "${1:-}" == "--all" ]]; then
   SELECT=()
   shift
+  # Debian's Chromium and its ChromeDriver, for the slow test of pipelines.serve's page
+  # (tests/test_serving_page.py), where they are missing and apt can install them.
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        chromium chromium-driver >/dev/null
+    fi
+  fi
 fi
 # Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
 # module's fixtures (a trained run, an export) are made once; modules in the order
