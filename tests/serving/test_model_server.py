@@ -284,6 +284,7 @@ def _copy_version(exported, base_path, version):
     os.rename(staging, base_path / str(version))
 
 
+@pytest.mark.slow  # two versions loaded, one with its warm-up compilations
 def test_a_new_version_is_warmed_up_then_served_and_the_old_one_dropped(exported, tmp_path):
     base_path = tmp_path / "tiny"
     base_path.mkdir()
