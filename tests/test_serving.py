@@ -244,6 +244,7 @@ def test_sigterm_stops_cleanly(server, stub):
     assert "Server stopped." in stdout
 
 
+@pytest.mark.slow  # a server of its own and a long request
 def test_sigterm_during_a_long_request_exits_within_the_grace_and_five_seconds(
     exported, fork_server
 ):
