@@ -165,7 +165,7 @@ def _client(address, sentences, options, seed, stop, records):
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    from pipelines.client import predict
+    from convs2s_tf.serving.client import predict
 
     chooser, sizes = random.Random(seed), [int(size) for size in options.sizes]
     with grpc.insecure_channel(address) as channel:

@@ -25,25 +25,14 @@ FLAGS = flags.FLAGS
 pipeline_flags.declare_key_flags()
 
 
-def predict(stub, model_name, texts, signature_name="serving_default", timeout=30.0):
-    """Sends one PredictRequest with `texts` as the `text` input; returns numpy outputs."""
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
-
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model_name
-    request.model_spec.signature_name = signature_name
-    request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(texts), dtype=tf.string))
-    response = stub.Predict(request, timeout=timeout)
-    return {key: tf.make_ndarray(value) for key, value in response.outputs.items()}
-
-
 def main(argv):
     texts = argv[1:] or [line.rstrip("\n") for line in sys.stdin]
     if not texts:
         raise app.UsageError("Give sentences as arguments or on stdin.")
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    from convs2s_tf.serving.client import predict
 
     with grpc.insecure_channel(FLAGS.server) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)

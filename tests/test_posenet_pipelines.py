@@ -17,7 +17,7 @@ from helpers.subprocesses import start_server, stop_server
 from tensorboard.backend.event_processing import event_accumulator
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from pipelines.client import predict
+from convs2s_tf.serving.client import predict
 
 # Two decoder layers (two attention images), one encoder layer, 32 wide: seconds a step.
 TINY_POSENET = [

@@ -25,7 +25,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from pipelines.client import predict
+from convs2s_tf.serving.client import predict
 
 SENTENCES = [f"A man number {i} is riding a bicycle." for i in range(5)] + [""]
 

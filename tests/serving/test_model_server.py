@@ -31,7 +31,7 @@ from convs2s_tf.serving import (
     stop_server,
 )
 from convs2s_tf.serving.batch_parts import predict_in_parts
-from pipelines.client import predict
+from convs2s_tf.serving.client import predict
 
 SENTENCES = [
     "A dog.",
