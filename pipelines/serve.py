@@ -44,9 +44,10 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer(
     "max_queued_requests",
-    16,
+    4,
     "Predict requests that may wait for a turn; beyond them and the running ones a "
-    "request is refused at once with RESOURCE_EXHAUSTED (HTTP 429).",
+    "request is refused at once with RESOURCE_EXHAUSTED (HTTP 429). A longer queue makes "
+    "admitted requests outwait their deadlines under overload.",
     lower_bound=0,
 )
 flags.DEFINE_integer(

@@ -32,7 +32,10 @@ SENTENCES = [f"A man number {i} is riding a bicycle." for i in range(5)] + [""]
 
 @pytest.fixture(scope="module")
 def server(exported, fork_server):
-    process, address = start_server(exported, "tiny", fork_server=fork_server)
+    # Room for test_concurrent_clients' 16 clients at once (4 searches, 12 queued).
+    process, address = start_server(
+        exported, "tiny", "--max_queued_requests=12", fork_server=fork_server
+    )
     yield process, address
     stop_server(process)
 
