@@ -156,11 +156,8 @@ class _PageHandler(tornado.web.RequestHandler):
         self.server = server
 
     def get(self) -> None:
-        page = importlib.resources.files("convs2s_tf.serving").joinpath("web/index.html")
-        name = html.escape(self.server.api.name, quote=True)
-        text = page.read_text(encoding="utf-8").replace("{{MODEL_NAME}}", name)
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(text)
+        self.finish(self.server.page)
 
 
 class _NotFoundHandler(tornado.web.RequestHandler):
@@ -192,6 +189,10 @@ class RestServer:
     def __init__(self, api: ModelApi, host: str, port: int, timeout_seconds: float) -> None:
         self.api = api
         self.timeout_seconds = timeout_seconds
+        # The page, read and named once rather than at every GET.
+        page = importlib.resources.files("convs2s_tf.serving").joinpath("web/index.html")
+        name = html.escape(api.name, quote=True)
+        self.page = page.read_text(encoding="utf-8").replace("{{MODEL_NAME}}", name)
         # Each request waiting in the gate holds a thread; one more finds the gate full.
         self.executor = concurrent.futures.ThreadPoolExecutor(
             api.gate.capacity + 1, thread_name_prefix="rest"

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 from helpers.corpora import write_local_corpus
 from helpers.subprocesses import ROOT, subprocess_env
+from helpers.waiting import wait_for
 
 from convs2s_tf.data import preparation_lock
 from convs2s_tf.data.preparation_lock import LOCK_FILE, PreparationLock
@@ -131,13 +132,6 @@ def test_racing_preparers_without_the_lock_publish_one_version(
     assert "published by another preparer meanwhile" in lost
     data = assert_one_complete_version(config.data_dir)
     assert results[0].data == results[1].data == data
-
-
-def wait_for(condition, timeout=60.0):
-    deadline = time.time() + timeout
-    while not condition():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("holder_skew, waiter_skew", [(-3600.0, 3600.0), (3600.0, -3600.0)])

@@ -5,6 +5,7 @@ import threading
 import time
 
 import pytest
+from helpers.waiting import wait_for
 
 from convs2s_tf.serving.admission import RequestGate, check_wanted
 from convs2s_tf.serving.request_tensors import RequestError
@@ -51,19 +52,12 @@ def _start(gate, context, release):
     return thread, entered, outcome
 
 
-def _wait_for(condition):
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 def test_beyond_running_and_queued_requests_are_refused_at_once():
     gate, release = RequestGate(max_in_flight=1, max_queued=1), threading.Event()
     first, first_entered, first_outcome = _start(gate, Context(), release)
     assert first_entered.wait(30) and gate.running == 1
     second, second_entered, second_outcome = _start(gate, Context(), release)
-    _wait_for(lambda: gate.waiting == 1)
+    wait_for(lambda: gate.waiting == 1, timeout=30)
     assert not second_entered.is_set()
     started = time.monotonic()
     with pytest.raises(RequestError) as refused:
@@ -86,7 +80,7 @@ def test_a_waiting_request_whose_client_is_gone_never_runs(how, code):
     context = Context(timeout=0.2 if how == "deadline" else None)
     waiter, waiter_entered, outcome = _start(gate, context, release)
     if how == "cancel":
-        _wait_for(lambda: gate.waiting == 1)
+        wait_for(lambda: gate.waiting == 1, timeout=30)
         context.cancel()
     waiter.join(30)
     assert outcome == [code] and not waiter_entered.is_set()

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers.waiting import wait_for
 from tensorflow_serving.apis import (
     get_model_status_pb2,
     model_service_pb2_grpc,
@@ -221,13 +222,6 @@ def _request(texts):
     return request
 
 
-def _wait_for(condition):
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 def test_a_full_server_refuses_at_once_and_never_starts_an_expired_request(running):
     gate, counted = running.api.gate, running.counted
     release, entered, holder = _hold_slot(gate)  # the one request that may run
@@ -239,9 +233,9 @@ def test_a_full_server_refuses_at_once_and_never_starts_an_expired_request(runni
         with pytest.raises(grpc.RpcError) as error:
             running.stub.Predict(_request(["A dog."]), timeout=0.5)
         assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        _wait_for(lambda: gate.waiting == 0)
+        wait_for(lambda: gate.waiting == 0, timeout=30)
         queued_release, queued, queued_holder = _hold_slot(gate)  # the one queued place
-        _wait_for(lambda: gate.waiting == 1)
+        wait_for(lambda: gate.waiting == 1, timeout=30)
         started = time.monotonic()
         with pytest.raises(grpc.RpcError) as error:
             running.stub.Predict(_request(["A dog."]), timeout=30)
