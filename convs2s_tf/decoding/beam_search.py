@@ -45,6 +45,7 @@ from convs2s_tf.decoding.beam_state import (
 )
 from convs2s_tf.decoding.candidates import top_k_with_special_bias
 from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
+from convs2s_tf.decoding.growing_state import grow_state, grows, phase_width
 from convs2s_tf.decoding.inference_model import InferenceModel, make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.search_parts import search_in_parts
@@ -232,9 +233,8 @@ def _initial_state(
         constants.beam_size,
         encoder_output=model.encode(source, training=False),
         max_lengths=max_lengths,
-        cache=model.decoder.initial_state(
-            tf.shape(source)[0] * constants.beam_size, max_steps=history_width
-        ),
+        # Empty: the search grows what it needs (`search_loop`).
+        cache=model.decoder.initial_state(tf.shape(source)[0] * constants.beam_size),
         width=history_width,
         source_length=tf.shape(source)[1],
         growing=constants.drop_finished,
@@ -251,6 +251,10 @@ def search_loop(
 ) -> BeamState:
     """Steps from `state` until every sentence is done or `max_steps` steps are taken.
 
+    A decoder state that grows (`growing_state`) grows before each step: by a column in
+    graph mode, to the next fixed phase width when each step is compiled. A compiled
+    loop (`compile_step=False`) never grows it: its caller runs one loop per phase.
+
     Args:
         decoder: The model's decoder.
         constants: The search's `StepConstants`.
@@ -264,8 +268,19 @@ def search_loop(
         The `BeamState` after the last step.
     """
     step = search_step_function(decoder, constants, compile_step, vocabulary)
+    compiled = constants.xla if compile_step is None else compile_step
+    # (A compiled loop's caller grows the state between its phases.)
+    growing = compile_step is not False and grows(decoder, state.cache)
+
+    def room(state: BeamState) -> tf.Tensor:
+        if not compiled:
+            return state.step + 1
+        history_width = tf.shape(state.finished.tokens)[2]
+        return phase_width(state.step, history_width, decoder.max_length)
 
     def body(state: BeamState) -> BeamState:
+        if growing:
+            state = state._replace(cache=grow_state(decoder, state.cache, room(state)))
         state, selection, attention = step(state)
         if constants.return_attention:
             state = record_attention(constants, state, selection, attention)
@@ -273,19 +288,20 @@ def search_loop(
             state = drop_finished_sentences(constants, state, selection)
         return state
 
-    return step_until_done(constants, state, max_steps, body, decoder.max_length)
+    return step_until_done(decoder, constants, state, max_steps, body)
 
 
 def step_until_done(
+    decoder: IncrementalDecoder,
     constants: StepConstants,
     state: BeamState,
     max_steps: int | tf.Tensor,
     body: Callable[[BeamState], BeamState],
-    max_iterations: int | tf.Tensor,
 ) -> BeamState:
     """Applies `body` (`BeamState` -> `BeamState` of the same step; the step counter is
     advanced here) from `state` until every sentence holds `beam_size` finished
-    hypotheses or `max_steps` steps are taken: the stopping rule of every search."""
+    hypotheses or `max_steps` steps are taken: the stopping rule of every search
+    (`decoder`: whose state `state.cache` is)."""
 
     def searching(state: BeamState) -> tf.Tensor:
         return tf.logical_and(
@@ -296,8 +312,8 @@ def step_until_done(
         searching,
         lambda state: (body(state)._replace(step=state.step + 1),),
         (state,),
-        shape_invariants=(shape_invariants(constants, state),),
-        maximum_iterations=max_iterations,
+        shape_invariants=(shape_invariants(constants, state, decoder),),
+        maximum_iterations=decoder.max_length,
     )
     return state
 

@@ -8,6 +8,8 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
+from convs2s_tf.decoding.growing_state import state_invariants
 from convs2s_tf.decoding.step_constants import NEG_INF, StepConstants
 from convs2s_tf.vocabulary import EOS_ID, PAD_ID
 
@@ -129,12 +131,15 @@ def initial_beam_state(
     )
 
 
-def shape_invariants(constants: StepConstants, state: BeamState) -> BeamState:
+def shape_invariants(
+    constants: StepConstants, state: BeamState, decoder: IncrementalDecoder
+) -> BeamState:
     """The `tf.while_loop` shape invariants of `state`'s fields.
 
     The active sentences' count changes when they leave the batch
     (`constants.drop_finished`), the token histories' width is only known when the loop
-    runs, and the attention histories grow by one step per step.
+    runs, the attention histories grow by one step per step and the `decoder`'s state
+    on its position axes (`state_invariants`).
     """
     k = constants.beam_size
 
@@ -149,7 +154,7 @@ def shape_invariants(constants: StepConstants, state: BeamState) -> BeamState:
         sentence_ids=active_rows(state.sentence_ids),
         encoder_output=tf.nest.map_structure(active_rows, state.encoder_output),
         max_lengths=active_rows(state.max_lengths),
-        cache=tf.nest.map_structure(batch_major, state.cache),
+        cache=state_invariants(decoder, state.cache),
         last_tokens=tf.TensorShape([None]),
         alive_scores=tf.TensorShape([None, k]),
         alive_tokens=tf.TensorShape([None, k, None]),

@@ -7,15 +7,19 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
 - `encode(source)` gives one encoder row per sentence (a nest of `[sentences, ...]`
   tensors); the search never repeats it per hypothesis, `step` reads row
   `hypothesis // beam_size`.
-- `decoder.initial_state(batch, max_steps)` gives the incremental state: a nest of
-  tensors whose leaves are `[batch, ...]` with every other dimension fixed for the whole
-  search (the search reorders them with one gather on the first axis per step, and XLA
-  compiles a bucket once). `max_steps` is the most steps the search takes: a decoder
-  that keeps every position (self-attention) sizes its buffers with it; one whose state
-  is a fixed window (ConvS2S) ignores it.
+- `decoder.initial_state(batch, positions)` gives the incremental state: a nest of
+  tensors whose leaves are `[batch, ...]`; the search reorders them with one gather on
+  the first axis per step. A decoder that keeps every position (self-attention) holds
+  them in buffers with room for `positions` entries and names, per leaf, the axis that
+  grows (`decoder.position_axes(state)`); the search grows those buffers before a step
+  writes beyond them (`convs2s_tf.decoding.growing_state`), so a step costs what the
+  positions decoded so far cost. A decoder whose state is a fixed window (ConvS2S)
+  ignores `positions` and names no axis; every other dimension stays fixed for the
+  whole search (XLA compiles a bucket once).
 - `decoder.step(tokens, step, state, encoder_output, beam_size, output_subset)` decodes
   one position for every hypothesis, reading only the state (never earlier positions
-  again) and returns `(logits, attention, state)`.
+  again), writes position `step` in place (the search has grown the buffers to hold
+  it) and returns `(logits, attention, state)`, its leaves of unchanged shapes.
 - `decoder.select_outputs(ids, valid)` (for shortlists) returns an `output_subset` that
   makes `step` score only those target ids' columns
   (`convs2s_tf.models.output_subset.OutputSubset` for the shipped families).
@@ -26,8 +30,8 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
   it.
 
 `tests/helpers/decoder_contract.py` checks a family against this contract: stepping
-equals the parallel pass at every position, and reordering the state reorders the
-hypotheses.
+equals the parallel pass at every position, whether the state grows a position a step
+or by several at once, and reordering the state reorders the hypotheses.
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ class IncrementalDecoder(Protocol):
     pad_id: int
     max_length: int
 
-    def initial_state(
-        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
-    ) -> Any:
+    def initial_state(self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0) -> Any:
         """Returns the state before the first step: a nest of `[batch_size, ...]` tensors
-        of shapes fixed for the whole search (`max_steps`: the steps it may take)."""
+        with room for `positions` positions where a leaf keeps every position."""
+
+    def position_axes(self, incremental_state: Any) -> Any:
+        """Returns, for each leaf of `incremental_state` (a nest of its structure), the
+        axis holding one entry a decoded position, or None for a leaf of fixed shape."""
 
     def step(
         self,

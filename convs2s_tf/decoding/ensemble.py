@@ -67,11 +67,16 @@ class _EnsembleDecoder:
         self.pad_id = first.pad_id
         self.max_length = min(decoder.max_length for decoder in self._decoders)
 
-    def initial_state(
-        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
-    ) -> tuple[Any, ...]:
+    def initial_state(self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0) -> tuple:
         """A tuple of the members' initial incremental states."""
-        return tuple(decoder.initial_state(batch_size, max_steps) for decoder in self._decoders)
+        return tuple(decoder.initial_state(batch_size, positions) for decoder in self._decoders)
+
+    def position_axes(self, incremental_state: Sequence[Any]) -> tuple[Any, ...]:
+        """A tuple of the members' position axes of their states."""
+        return tuple(
+            decoder.position_axes(state)
+            for decoder, state in zip(self._decoders, incremental_state)
+        )
 
     def select_outputs(
         self, ids: tf.Tensor, valid: tf.Tensor, kernels: FoldedKernels | None = None

@@ -53,11 +53,13 @@ class InferenceDecoder:
         self.pad_id = decoder.pad_id
         self.max_length = decoder.max_length
 
-    def initial_state(
-        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
-    ) -> Any:
+    def initial_state(self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0) -> Any:
         """The decoder's state before the first step."""
-        return self.decoder.initial_state(batch_size, max_steps)
+        return self.decoder.initial_state(batch_size, positions)
+
+    def position_axes(self, incremental_state: Any) -> Any:
+        """The decoder's position axes of `incremental_state`."""
+        return self.decoder.position_axes(incremental_state)
 
     def step(
         self,

@@ -28,8 +28,11 @@ class _PrefixDecoder:
     pad_id = PAD_ID
     max_length = 32
 
-    def initial_state(self, batch_size, max_steps=None):
+    def initial_state(self, batch_size, positions=0):
         return {"matched": tf.zeros([batch_size], tf.int32)}
+
+    def position_axes(self, state):
+        return {"matched": None}
 
     def step(self, tokens, step, state, encoder_output, beam_size=1, output_subset=None):
         targets = tf.repeat(encoder_output, beam_size, axis=0)

@@ -5,7 +5,9 @@
 - the model satisfies `SearchableModel` (and its decoder `ShortlistDecoder` if it says
   so);
 - stepping equals the parallel pass at every position (`atol`);
-- every state leaf is `[hypotheses, ...]` with the same shape at every step;
+- every state leaf is `[hypotheses, ...]`, and a step keeps the shapes it was given;
+- a state grown as the search grows it (`grow_state`: a column a step, then by several
+  columns at once, as a compiled search's phases do) steps as the parallel pass does;
 - reordering the state with the search's own `reorder_cache` moves each hypothesis'
   history with it: after a swap, every row goes on exactly as the swapped-in hypothesis
   would have;
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from convs2s_tf.decoding.decoder_protocol import SearchableModel, ShortlistDecoder
+from convs2s_tf.decoding.growing_state import grow_state
 from convs2s_tf.decoding.search_step import reorder_cache
 from convs2s_tf.vocabulary import EOS_ID
 
@@ -38,9 +41,8 @@ def check_decoder_contract(model, source, histories, beam_size=2, swap_at=2, ato
 
     encoder_output = model.encode(source)  # one row per sentence
     decoder = model.decoder
-    state = decoder.initial_state(hypotheses, max_steps=length + 2)
-    shapes = [leaf.shape for leaf in tf.nest.flatten(state)]
-    assert all(shape[0] == hypotheses for shape in shapes)
+    state = decoder.initial_state(hypotheses)
+    assert all(leaf.shape[0] == hypotheses for leaf in tf.nest.flatten(state))
     # Row r carries hypothesis order[r]; at `swap_at` the two first hypotheses of
     # sentence 0 swap places.
     order = np.arange(hypotheses)
@@ -51,6 +53,9 @@ def check_decoder_contract(model, source, histories, beam_size=2, swap_at=2, ato
             rows = tf.range(source.shape[0], dtype=tf.int32)
             state = reorder_cache(state, tf.constant(beams), rows, beam_size)
             order = (beams + np.arange(source.shape[0])[:, None] * beam_size).reshape(-1)
+        # A column a step, then (from the swap on) room for more than the rest needs.
+        state = grow_state(decoder, state, step + 1 if step < swap_at else length + 3)
+        shapes = [leaf.shape for leaf in tf.nest.flatten(state)]
         tokens = tf.gather(histories[:, step], order)
         if isinstance(decoder, ShortlistDecoder):
             _check_shortlist_step(decoder, tokens, step, state, encoder_output, beam_size)

@@ -1,6 +1,7 @@
 """A beam search that recomputes every hypothesis' whole prefix at every step.
 
-The tests' independent check of the incremental search's cached convolution windows: the
+The tests' independent check of the incremental search's decoder states (cached
+convolution windows, self-attention buffers that grow): the
 library's candidates, selection, recording and dropping of finished sentences, but each
 step runs the decoder's parallel pass over every hypothesis' whole prefix (with the
 kernels computed from the variables, not folded) and keeps its last position, with no
@@ -22,7 +23,8 @@ def recompute_beam_search(model, source, search_config):
     """`beam_search(model, source, search_config)` without caches.
 
     Args:
-        model: A `ConvS2S`.
+        model: A `ConvS2S` or another family's model (its `encoder` gives what its
+            decoder's parallel pass reads).
         source: `[batch, source]` int32 token ids ending in `</s>`, padded with `<pad>`.
         search_config: A `SearchConfig` (not `xla`: this search is never compiled).
 
@@ -47,7 +49,7 @@ def recompute_beam_search(model, source, search_config):
     max_steps = tf.reduce_max(max_lengths) + 1
     state = initial_beam_state(
         constants.beam_size,
-        encoder_output=model.encode(source, training=False),
+        encoder_output=model.encoder(source, training=False),
         max_lengths=max_lengths,
         cache=(),
         width=max_steps,
@@ -64,7 +66,7 @@ def recompute_beam_search(model, source, search_config):
         state = apply_selection(constants, state, selection, cache=())
         return drop_finished_sentences(constants, state, selection)
 
-    state = step_until_done(constants, state, max_steps, body, decoder.max_length)
+    state = step_until_done(decoder, constants, state, max_steps, body)
     return n_best(state, search_config.nbest, tf.shape(source)[1])
 
 

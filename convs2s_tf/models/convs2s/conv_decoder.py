@@ -294,15 +294,19 @@ class ConvDecoder(TiedTableFolding, ConvStack):
         return self._features(target_input, encoder_output, False, True, kernels)[1]
 
     def initial_state(
-        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+        self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0
     ) -> tuple[tf.Tensor, ...]:
         """The incremental state before the first step: per block, `k - 1` zero inputs
-        (a fixed window whatever the search's `max_steps`).
+        (a fixed window: `positions` is not needed).
 
         Returns:
             A tuple with one `[batch, k - 1, c_in]` window per block.
         """
         return tuple(block.initial_window(batch_size, self.compute_dtype) for block in self.blocks)
+
+    def position_axes(self, incremental_state: Sequence[tf.Tensor]) -> tuple[None, ...]:
+        """None for every window: the state never grows (`IncrementalDecoder`)."""
+        return tuple(None for _ in incremental_state)
 
     def step(
         self,

@@ -1,4 +1,4 @@
-"""Multi-head dot-product attention with a fixed-shape cache for step-by-step decoding."""
+"""Multi-head dot-product attention with a growing cache for step-by-step decoding."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
 # Added to the logits of positions a query must not see (padding, the future).
 _MASKED = -1e9
 
+# The axis of the self-attention cache's buffers that holds one entry a position.
+CACHE_POSITION_AXIS = 2
+
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
 class MultiHeadAttention(keras.layers.Layer):
@@ -25,11 +28,13 @@ class MultiHeadAttention(keras.layers.Layer):
     - cross-attention: `project_memory(memory)` once per sentence (in the model's
       `encode`), then `attend_memory` for each step's queries, grouped `beam_size` a
       sentence, so the projected memory is never repeated per hypothesis;
-    - causal self-attention: `initial_cache(batch, length)` gives zero key and value
-      buffers `[batch, length, width]` and `step` writes the current position's key and
-      value at column `step` and attends to columns `0..step`; the buffers keep one
-      shape for the whole search (XLA compiles a bucket once; the search reorders them
-      with the hypotheses).
+    - causal self-attention: `initial_cache(batch, positions)` gives zero key and value
+      buffers `[batch, heads, positions, head_dim]` (head-major: a step's products read
+      them as they are, no transpose) and `step` writes the current position's key and
+      value in place at column `step` and attends to columns `0..step`. The buffers'
+      axis `CACHE_POSITION_AXIS` grows (the search pads it, a column a step in graph
+      mode, in phases of fixed widths when compiled), so a step reads only the
+      positions decoded so far.
 
     Args:
         num_heads: Attention heads (the width must divide by it).
@@ -129,33 +134,43 @@ class MultiHeadAttention(keras.layers.Layer):
                 )
             return tf.reshape(result, [-1, 1, self.width])
 
-    def initial_cache(self, batch_size: int | tf.Tensor, length: int | tf.Tensor) -> dict:
-        """Returns zero key and value buffers `[batch, length, width]` for `step`."""
-        zeros = tf.zeros([batch_size, length, self.width], self.compute_dtype)
+    def initial_cache(self, batch_size: int | tf.Tensor, positions: int | tf.Tensor) -> dict:
+        """Returns zero key and value buffers `[batch, heads, positions, head_dim]` for
+        `step` (grown on `CACHE_POSITION_AXIS` by padding)."""
+        zeros = tf.zeros(
+            [batch_size, self.num_heads, positions, self.width // self.num_heads],
+            self.compute_dtype,
+        )
         return {"keys": zeros, "values": zeros}
 
     def step(self, query: tf.Tensor, cache: dict, step: int | tf.Tensor) -> tuple[tf.Tensor, dict]:
-        """Causal self-attention of position `step`: `query` `[batch, 1, d]`; returns the
-        `[batch, 1, d]` output and the buffers with this position's key and value."""
+        """Causal self-attention of position `step`: `query` `[batch, 1, d]`, `cache`'s
+        buffers with room for position `step`; returns the `[batch, 1, d]` output and
+        the buffers with this position's key and value written in place."""
         # A step runs outside `call`: the scope names its operations in profiles.
         with tf.name_scope(self.name):
-            length = tf.shape(cache["keys"])[1]
-            column = tf.one_hot(step, length, dtype=cache["keys"].dtype)[None, :, None]
             cache = {
-                "keys": cache["keys"] + column * self.key_map(query),
-                "values": cache["values"] + column * self.value_map(query),
+                "keys": _write_column(cache["keys"], self._step_heads(self.key_map(query)), step),
+                "values": _write_column(
+                    cache["values"], self._step_heads(self.value_map(query)), step
+                ),
             }
-            hidden = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
-            bias = tf.cast(hidden, cache["keys"].dtype)[None, None, None]
-            output = self._attend(
-                self._heads(self.query_map(query)),
-                self._heads(cache["keys"]),
-                self._heads(cache["values"]),
-                bias,
-                False,
-                False,
+            scale = (self.width // self.num_heads) ** -0.5
+            queries = self._step_heads(self.query_map(query))
+            logits = tf.matmul(
+                queries * tf.cast(scale, queries.dtype), cache["keys"], transpose_b=True
             )
+            length = tf.shape(cache["keys"])[CACHE_POSITION_AXIS]
+            future = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
+            weights = tf.nn.softmax(tf.cast(logits, tf.float32) + future)
+            context = tf.matmul(tf.cast(weights, cache["values"].dtype), cache["values"])
+            # [batch, heads, 1, head_dim] is [batch, 1, width] in memory: a reshape.
+            output = self.output_map(tf.reshape(context, [-1, 1, self.width]))
             return output, cache
+
+    def _step_heads(self, x: tf.Tensor) -> tf.Tensor:
+        """One position's `[B, 1, d]` as `[B, heads, 1, head_dim]` (a reshape, no copy)."""
+        return tf.reshape(x, [-1, self.num_heads, 1, self.width // self.num_heads])
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
         """`[B, T, d]` -> `[B, T, heads, head_dim]` (a reshape, no copy)."""
@@ -191,3 +206,17 @@ class MultiHeadAttention(keras.layers.Layer):
         config = super().get_config()
         config.update({"num_heads": self.num_heads, "dropout": self.dropout})
         return config
+
+
+def _write_column(buffer: tf.Tensor, column: tf.Tensor, position: int | tf.Tensor) -> tf.Tensor:
+    """`buffer` (`[B, heads, positions, head_dim]`) with `column` (`[B, heads, 1,
+    head_dim]`) at `position`: a scatter of one column, in place where the buffer is not
+    read elsewhere (graph mode forwards it, XLA updates the loop's buffer)."""
+    shape = tf.shape(buffer)
+    rows = shape[0] * shape[1]
+    flat = tf.reshape(buffer, [rows, shape[2], shape[3]])
+    indices = tf.stack([tf.range(rows), tf.fill([rows], tf.cast(position, tf.int32))], axis=1)
+    updated = tf.tensor_scatter_nd_update(flat, indices, tf.reshape(column, [rows, shape[3]]))
+    updated = tf.reshape(updated, shape)
+    updated.set_shape(buffer.shape)
+    return updated

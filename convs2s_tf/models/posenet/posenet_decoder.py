@@ -15,7 +15,10 @@ from convs2s_tf.layers.folded_kernels import FoldedKernels, TiedTableFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.conv_box import ConvBox
-from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
+from convs2s_tf.models.posenet.multi_head_attention import (
+    CACHE_POSITION_AXIS,
+    MultiHeadAttention,
+)
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
     PoseNetEncoderOutput,
@@ -84,8 +87,8 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
     `Norm` is a `ResidualNorm`: the paper's `norm(x + f(x))` (`norm_placement="post"`),
     or `x + f(norm(x))` with one more norm after the last layer (`"pre"`). Logits are the
     features times the token table (tied) plus a bias. `step` decodes one position from a
-    fixed-shape state: per layer, the self-attention's key and value buffers (`max_steps`
-    columns) and one window per causal convolution.
+    state of, per layer, the self-attention's key and value buffers (which grow with the
+    positions decoded: `position_axes`) and one window per causal convolution.
 
     Args:
         vocab_size: Target vocabulary size.
@@ -332,16 +335,10 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         return PoseNetMemory(tuple(keys), tuple(values), encoder_output.source_mask)
 
     def initial_state(
-        self, batch_size: int | tf.Tensor, max_steps: int | tf.Tensor | None = None
+        self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0
     ) -> tuple[dict[str, Any], ...]:
-        """Per layer: the self-attention's zero key and value buffers (`max_steps`
-        columns) and the boxes' zero windows.
-
-        Raises:
-            ValueError: without `max_steps` when the layers have self-attention.
-        """
-        if self.use_self_attention and max_steps is None:
-            raise ValueError("A PoseNet decoder with self-attention needs the search's max_steps.")
+        """Per layer: the self-attention's zero key and value buffers (room for
+        `positions` positions, grown by the search) and the boxes' zero windows."""
         state = []
         for layer in self.decoder_layers:
             layer_state: dict[str, Any] = {
@@ -350,10 +347,22 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
             }
             if layer.self_attention is not None:
                 layer_state["self_attention"] = layer.self_attention.initial_cache(
-                    batch_size, max_steps
+                    batch_size, positions
                 )
             state.append(layer_state)
         return tuple(state)
+
+    def position_axes(self, incremental_state: Sequence[dict[str, Any]]) -> Any:
+        """The self-attention buffers' position axis; None for the boxes' windows."""
+
+        def axes(name: str, part: Any) -> Any:
+            axis = CACHE_POSITION_AXIS if name == "self_attention" else None
+            return tf.nest.map_structure(lambda _: axis, part)
+
+        return tuple(
+            {name: axes(name, part) for name, part in layer_state.items()}
+            for layer_state in incremental_state
+        )
 
     def step(
         self,

@@ -1,0 +1,77 @@
+"""Tests of decoder states that grow with the steps taken: every route of the search
+(graph mode a column a step, a compiled step and a compiled loop in phases) finds what
+a search recomputing every prefix finds."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.recompute_search import recompute_beam_search
+from helpers.search_models import tiny_model, tiny_posenet
+
+from convs2s_tf.decoding import SearchConfig, beam_search
+from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
+from convs2s_tf.decoding.growing_state import grow_state, grows, phase_width, phase_widths
+from convs2s_tf.vocabulary import PAD_ID
+
+# At least 18 tokens: every search crosses the first phase (16 positions).
+CONFIG = SearchConfig(beam_size=3, nbest=3, max_len_a=0, max_len_b=22, min_length=18)
+SOURCE = tf.constant([[5, 6, 7, 8, 2], [9, 10, 2, PAD_ID, PAD_ID], [4, 2, PAD_ID, PAD_ID, PAD_ID]])
+
+
+@pytest.fixture(scope="module")
+def posenet():
+    return tiny_posenet(seed=5)
+
+
+@pytest.fixture(scope="module")
+def reference(posenet):
+    """The search that recomputes every prefix with the parallel pass (no state)."""
+    return tf.function(lambda source: recompute_beam_search(posenet, source, CONFIG))(SOURCE)
+
+
+def _assert_same_search(output, reference):
+    np.testing.assert_array_equal(output.tokens.numpy(), reference.tokens.numpy())
+    np.testing.assert_array_equal(output.lengths.numpy(), reference.lengths.numpy())
+    np.testing.assert_allclose(output.scores.numpy(), reference.scores.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("xla", [False, True], ids=["graph", "compiled_step"])
+def test_a_growing_state_searches_as_recomputing_every_prefix(posenet, reference, xla):
+    search = tf.function(lambda source: beam_search(posenet, source, CONFIG.replace(xla=xla)))
+    output = search(SOURCE)
+    assert output.lengths.numpy().min() >= 19
+    _assert_same_search(output, reference)
+
+
+def test_a_compiled_loop_grows_the_state_in_phases(posenet, reference):
+    buckets = SearchBuckets(batch_sizes=(4,), source_length=8)
+    search = BucketedSearch(posenet, CONFIG, buckets)
+    output = tf.function(lambda source: search(source, nbest=3))(SOURCE)
+    _assert_same_search(output, reference)
+    assert search.compiled_loop.experimental_get_tracing_count() == 1
+
+
+def test_state_grows_only_on_its_position_axes(posenet):
+    decoder = posenet.decoder
+    state = decoder.initial_state(6)
+    assert grows(decoder, state) and not grows(
+        tiny_model().decoder, tiny_model().decoder.initial_state(6)
+    )
+    grown = grow_state(decoder, state, 5)
+    for before, after, axis in zip(
+        tf.nest.flatten(state),
+        tf.nest.flatten(grown),
+        tf.nest.flatten(decoder.position_axes(state)),
+    ):
+        expected = before.shape.as_list()
+        if axis is not None:
+            expected[axis] = 5
+        assert after.shape.as_list() == expected
+        assert not np.any(after.numpy())
+
+
+def test_phase_widths_double_up_to_the_history():
+    assert phase_widths(208) == (16, 32, 64, 128, 208)
+    assert phase_widths(40) == (16, 32, 40)
+    widths = [int(phase_width(tf.constant(step), 48, 1024)) for step in (0, 15, 16, 31, 32, 47)]
+    assert widths == [16, 16, 32, 32, 48, 48]
