@@ -1,9 +1,9 @@
-"""ConvS2S against PoseNet for one seed: both arms trained one after the other on this
+"""ConvS2S against PoseNet for one seed: the arms trained one after the other on this
 machine in their configs' budget, then scored and timed the same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
-        [--arms=convs2s:configs/multi30k_en_de.cfg,posenet:configs/posenet_multi30k.cfg] \\
-        [--nobuckets]
+        [--arms=convs2s:configs/multi30k_en_de.cfg,posenet_post:...,posenet_pre:...] \\
+        [--equal_updates=posenet_post] [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
 into `RUNS_DIR/NAME_seedSEED` (its console in `.log`; an arm whose `.train.json` records
@@ -12,7 +12,9 @@ test split at --beam_size (sacreBLEU BLEU and chrF, lowercased `intl` BLEU, appr
 padded and not); `benchmarks.translate_speed`'s fresh process of the default export
 (batch-1 mean over the first --latency_sentences, first-pass sentences/s at
 --batch_size). With them: trainable parameters, updates, epochs and the median of the
-epochs' target tokens/s. Prints a table naming the CPU, then one JSON line; a seed's arms
+epochs' target tokens/s. An arm of --equal_updates also trains as `NAME_updates`: its
+flagfile with the budget (and final annealing) stretched to the first arm's updates at
+its own equal-time rate. Prints a table naming the CPU, then one JSON line; a seed's arms
 belong to one session on one machine.
 """
 
@@ -26,12 +28,18 @@ from absl import app, flags
 from benchmarks import ROOT, child_env, cpu_description, last_json, main, python
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
+    equal_updates_budget,
+    flagfile_value,
     format_arms_table,
     median_token_rate,
     trainable_parameters,
 )
 
-DEFAULT_ARMS = ["convs2s:configs/multi30k_en_de.cfg", "posenet:configs/posenet_multi30k.cfg"]
+DEFAULT_ARMS = [
+    "convs2s:configs/multi30k_en_de.cfg",
+    "posenet_post:configs/posenet_paper_multi30k.cfg",
+    "posenet_pre:configs/posenet_multi30k.cfg",
+]
 FLAGS = flags.FLAGS
 
 
@@ -40,6 +48,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("seed", 1, "Training seed of both arms.", **define)
     arms = "The arms, `name:flagfile`, trained in this order."
     flags.DEFINE_list("arms", DEFAULT_ARMS, arms, **define)
+    equal = "Arms also trained to the first arm's updates (`NAME_updates`)."
+    flags.DEFINE_list("equal_updates", ["posenet_post"], equal, **define)
     runs_dir = os.path.join(ROOT, "runs", "family_comparison")
     flags.DEFINE_string("runs_dir", runs_dir, "Where the runs are written.", **define)
     flags.DEFINE_integer("beam_size", 5, "Beam of the test score.", **define)
@@ -78,8 +88,9 @@ def _updates(model_dir):
     return checkpoint_step(latest) if latest else 0
 
 
-def train(flagfile, model_dir):
-    """Trains one arm (unless it finished before); returns its training figures."""
+def train(flagfile, model_dir, budget=None):
+    """Trains one arm (unless it finished before), with `budget`'s flags after its
+    flagfile's; returns its training figures."""
     log_path, record_path = f"{model_dir}.log", f"{model_dir}.train.json"
     if os.path.exists(record_path):
         with open(record_path, encoding="utf-8") as f:
@@ -87,6 +98,7 @@ def train(flagfile, model_dir):
     else:
         start = time.perf_counter()
         command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
+        command += [f"--{name}={value}" for name, value in (budget or {}).items()]
         _python(command + [f"--seed={FLAGS.seed}"], log_path)
         seconds = round(time.perf_counter() - start, 1)
         with open(record_path, "w", encoding="utf-8") as f:
@@ -125,6 +137,28 @@ def speed(model_dir):
     }
 
 
+def equal_updates(flagfile, figures, reference_updates):
+    """The budget flags that stretch `flagfile`'s run (equal-time `figures`) to
+    `reference_updates` updates."""
+    with open(os.path.join(ROOT, flagfile), encoding="utf-8") as f:
+        text = f.read()
+    minutes = float(flagfile_value(text, "max_train_minutes") or 0)
+    if not minutes:
+        raise app.UsageError(f"--equal_updates needs a --max_train_minutes in {flagfile}.")
+    final_minutes = float(flagfile_value(text, "anneal_final_minutes") or 0)
+    return equal_updates_budget(minutes, final_minutes, reference_updates, figures["updates"])
+
+
+def arm_figures(name, flagfile, model_dir, budget=None):
+    """Trains, scores and times one arm; returns its figures."""
+    print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
+    figures = train(flagfile, model_dir, budget)
+    figures.update(score(model_dir))
+    figures.update(speed(model_dir))
+    print(f"{name}: {json.dumps(figures)}", flush=True)
+    return figures
+
+
 def run(options):
     """The benchmark with parsed `options` (this module's flags)."""
     global FLAGS
@@ -137,11 +171,12 @@ def run(options):
         if not name or not flagfile or not os.path.isfile(os.path.join(ROOT, flagfile)):
             raise app.UsageError(f"--arms takes name:flagfile with an existing file; got {arm!r}.")
         model_dir = os.path.join(runs_dir, f"{name}_seed{FLAGS.seed}")
-        print(f"{name}: training {flagfile} into {model_dir}", flush=True)
-        arms[name] = train(flagfile, model_dir)
-        arms[name].update(score(model_dir))
-        arms[name].update(speed(model_dir))
-        print(f"{name}: {json.dumps(arms[name])}", flush=True)
+        arms[name] = arm_figures(name, flagfile, model_dir)
+        if name in FLAGS.equal_updates and len(arms) > 1:
+            reference = next(iter(arms.values()))["updates"]
+            budget = equal_updates(flagfile, arms[name], reference)
+            updates_dir = os.path.join(runs_dir, f"{name}_updates_seed{FLAGS.seed}")
+            arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, budget)
     cpu = cpu_description()
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))

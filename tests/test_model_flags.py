@@ -74,3 +74,6 @@ def test_posenet_matches_convs2s_parameters_as_preset_and_as_config(monkeypatch)
     posenet_config = _parameters("--flagfile=configs/posenet_multi30k.cfg")
     assert abs(posenet_config / convs2s_config - 1) < 0.05
     assert (convs2s_config, posenet_config) == (8_048_448, 8_300_592)
+    # The paper's arm: grouped separability and one table, widened to the same count.
+    paper_config = _parameters("--flagfile=configs/posenet_paper_multi30k.cfg")
+    assert paper_config == 7_901_372

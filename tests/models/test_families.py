@@ -117,6 +117,8 @@ POSENET_SWITCHES = [
     {"encoder_dilations": "1.1.1.1", "ffn_layers": 3},
     {"norm_placement": "pre", "encoder_self_attention": True},
     {"norm_placement": "pre", "cross_attention": "after", "ffn_layers": 0},
+    # SliceNet's own: super-separable boxes (separability -2) and one token table.
+    {"hidden_dim": 12, "groups": "3.2", "share_all_embeddings": True},
 ]
 
 
@@ -151,3 +153,25 @@ def test_every_family_gives_attention_maps():
         assert maps and all(weights.shape == (1, 3, 4) for _, weights in maps)
         for _, weights in maps:
             np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, atol=1e-5)
+
+
+def test_posenet_shares_one_token_table_and_groups_each_box_as_slicenet():
+    config = {**small_config("posenet"), "hidden_dim": 12, "groups": "3.2"}
+    separate, shared = (
+        build_model({**config, "share_all_embeddings": share}) for share in (False, True)
+    )
+    for model in (separate, shared):
+        model(model.dummy_inputs())
+    assert shared.encoder.token_embedding is shared.decoder.token_embedding
+    # One table fewer: VOCAB x 12 parameters.
+    assert separate.count_params() - shared.count_params() == VOCAB * 12
+    names = [variable.path for variable in shared.trainable_variables]
+    assert len(names) == len(set(names))
+    box = shared.encoder.encoder_layers[0].box_2
+    assert [conv.groups for conv in box.convs] == [3, 2]
+    with pytest.raises(ValueError, match="one vocabulary for both sides"):
+        build_model({**config, "share_all_embeddings": True, "source_vocab_size": VOCAB + 1})
+    with pytest.raises(ValueError, match="groups is a positive integer"):
+        build_model({**config, "groups": "3.2.1"})
+    with pytest.raises(ValueError, match="does not split into groups=5.2"):
+        build_model({**config, "groups": "5.2"})

@@ -49,6 +49,32 @@ def median_token_rate(console: str) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+def flagfile_value(text: str, name: str) -> str | None:
+    """The value a flagfile's text gives flag `--name` (its last line for it), or None.
+
+    >>> flagfile_value("# budget\\n--max_train_minutes=58\\n--seed=1\\n", "max_train_minutes")
+    '58'
+    """
+    values = re.findall(rf"^--{re.escape(name)}=(\S+)\s*$", text, re.MULTILINE)
+    return values[-1] if values else None
+
+
+def equal_updates_budget(
+    minutes: float, final_minutes: float, reference_updates: int, updates: int
+) -> dict[str, float]:
+    """The time budget that gives an arm `reference_updates` updates at the rate of its
+    equal-time run (`updates` in `minutes`), its final annealing stretched alike.
+
+    >>> equal_updates_budget(58, 5, 7000, 3500)
+    {'max_train_minutes': 116.0, 'anneal_final_minutes': 10.0}
+    """
+    scale = reference_updates / max(updates, 1)
+    budget = {"max_train_minutes": round(minutes * scale, 1)}
+    if final_minutes:
+        budget["anneal_final_minutes"] = round(final_minutes * scale, 1)
+    return budget
+
+
 def format_arms_table(arms: Mapping[str, Mapping[str, Any]]) -> str:
     """A table with one column per arm and one row per figure (`flagfile` left out).
 

@@ -27,7 +27,8 @@ class ConvBox(keras.layers.Layer):
         filters: Channels of every convolution's output.
         convolutions: `(kernel_size, dilation_rate)` of each convolution, in order.
         padding: `"same"` or `"causal"`.
-        groups: Channel groups of every convolution's pointwise map.
+        groups: Channel groups of the convolutions' pointwise maps: one number for all,
+            or one per convolution (SliceNet's separability -2 is `[3, 2]`).
         epsilon: The layer normalisations' epsilon.
         **kwargs: Standard `keras.layers.Layer` arguments.
 
@@ -43,7 +44,7 @@ class ConvBox(keras.layers.Layer):
         filters: int,
         convolutions: Sequence[Sequence[int]],
         padding: str = "same",
-        groups: int = 1,
+        groups: int | Sequence[int] = 1,
         epsilon: float = 1e-6,
         **kwargs: Any,
     ) -> None:
@@ -53,7 +54,16 @@ class ConvBox(keras.layers.Layer):
         self.filters = int(filters)
         self.convolutions = [(int(k), int(r)) for k, r in convolutions]
         self.padding = padding
-        self.groups = int(groups)
+        self.groups = (
+            [int(groups)] * len(self.convolutions)
+            if isinstance(groups, int)
+            else [int(count) for count in groups]
+        )
+        if len(self.groups) != len(self.convolutions):
+            raise ValueError(
+                f"groups {self.groups} must give one count per convolution "
+                f"({len(self.convolutions)})."
+            )
         self.epsilon = float(epsilon)
         self.convs = [
             SeparableConv1D(
@@ -61,10 +71,10 @@ class ConvBox(keras.layers.Layer):
                 k,
                 dilation_rate=r,
                 padding=padding,
-                groups=self.groups,
+                groups=count,
                 name=f"conv_{i}",
             )
-            for i, (k, r) in enumerate(self.convolutions)
+            for i, ((k, r), count) in enumerate(zip(self.convolutions, self.groups))
         ]
         self.norms = [
             keras.layers.LayerNormalization(epsilon=self.epsilon, name=f"norm_{i}")

@@ -24,7 +24,12 @@ _FLAGS = (
     ModelFlag("num_heads", "integer", "attention heads"),
     ModelFlag("ffn_dim", "integer", "inner width of the feed-forward nets"),
     ModelFlag("ffn_layers", "integer", "linear maps of each feed-forward net (0: none)"),
-    ModelFlag("groups", "integer", "channel groups of the separable convolutions"),
+    ModelFlag(
+        "groups",
+        "string",
+        "channel groups of each box's two separable convolutions: one number for both, or "
+        "two joined by a dot (SliceNet's separability -2 is 3.2)",
+    ),
     ModelFlag("encoder_dilations", "string", "encoder dilation scheme, e.g. 1.1.2.4"),
     ModelFlag("decoder_dilations", "string", "decoder dilation scheme (the paper: 1.1.1.1)"),
     ModelFlag(
@@ -52,6 +57,11 @@ _FLAGS = (
         "enum",
         "each sub-layer's layer norm: post, the paper's norm(x + f(x)), or pre, x + f(norm(x))",
         enum_values=("post", "pre"),
+    ),
+    ModelFlag(
+        "share_all_embeddings",
+        "bool",
+        "one token table for source, target and output (SliceNet's; a joint vocabulary)",
     ),
     ModelFlag("dropout", "float", "drop probability of embeddings and sub-layers"),
     ModelFlag("attention_dropout", "float", "drop probability of the attention weights"),

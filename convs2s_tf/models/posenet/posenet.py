@@ -10,7 +10,8 @@ import tensorflow as tf
 from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.models.encoder_decoder import EncoderDecoderModel
 from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory
-from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder
+from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder, parse_groups
+from convs2s_tf.models.posenet.sublayers import token_embedding
 from convs2s_tf.vocabulary import PAD_ID
 
 
@@ -33,7 +34,8 @@ class PoseNet(EncoderDecoderModel):
         num_heads: Attention heads.
         ffn_dim: Inner width of the feed-forward nets.
         ffn_layers: Linear maps of each feed-forward net `ffn^n` (0: none).
-        groups: Channel groups of the separable convolutions' pointwise maps.
+        groups: Channel groups of each box's two separable convolutions: one number for
+            both, or SliceNet's super-separable pair `"3.2"` (its separability -2).
         encoder_dilations: The encoder's dilation scheme (`"1.1.2.4"`; no dilation:
             `"1.1.1.1"`).
         decoder_dilations: The decoder's (the paper: none).
@@ -44,6 +46,9 @@ class PoseNet(EncoderDecoderModel):
         encoder_self_attention: Self-attention in the encoder's layers.
         dropout: Drop probability of embeddings and sub-layers.
         attention_dropout: Drop probability of the attention weights.
+        share_all_embeddings: One token table for the source, the target and the output
+            projection (SliceNet's; the vocabularies must be one, as a joint
+            SentencePiece model's are); otherwise the source has its own.
         norm_placement: Where each sub-layer's layer norm sits: `"post"`, the paper's
             `norm(x + f(x))`, or `"pre"`, `x + f(norm(x))` (see `ResidualNorm`).
         max_source_positions: The longest source the model accepts.
@@ -69,7 +74,7 @@ class PoseNet(EncoderDecoderModel):
         num_heads: int = 8,
         ffn_dim: int = 1024,
         ffn_layers: int = 2,
-        groups: int = 1,
+        groups: int | str = 1,
         encoder_dilations: str = "1.1.2.4",
         decoder_dilations: str = "1.1.1.1",
         encoder_timing: str = "every_layer",
@@ -80,6 +85,7 @@ class PoseNet(EncoderDecoderModel):
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         norm_placement: str = "post",
+        share_all_embeddings: bool = False,
         max_source_positions: int = 1024,
         max_target_positions: int = 1024,
         pad_id: int = PAD_ID,
@@ -87,6 +93,15 @@ class PoseNet(EncoderDecoderModel):
     ) -> None:
         super().__init__(**kwargs)
         _check_widths(hidden_dim, num_heads, groups)
+        if share_all_embeddings and int(source_vocab_size) != int(target_vocab_size):
+            raise ValueError(
+                "share_all_embeddings needs one vocabulary for both sides, got "
+                f"source_vocab_size={source_vocab_size} and "
+                f"target_vocab_size={target_vocab_size}."
+            )
+        table = (
+            token_embedding(int(target_vocab_size), hidden_dim) if share_all_embeddings else None
+        )
         shared: dict[str, Any] = dict(
             hidden_dim=hidden_dim,
             groups=groups,
@@ -105,6 +120,7 @@ class PoseNet(EncoderDecoderModel):
             self_attention=encoder_self_attention,
             timing=encoder_timing,
             max_positions=max_source_positions,
+            shared_embedding=table,
             name="encoder",
             **shared,
         )
@@ -116,6 +132,7 @@ class PoseNet(EncoderDecoderModel):
             cross_attention=cross_attention,
             timing=decoder_timing,
             max_positions=max_target_positions,
+            shared_embedding=table,
             name="decoder",
             **shared,
         )
@@ -133,6 +150,7 @@ class PoseNet(EncoderDecoderModel):
             "encoder_self_attention": bool(encoder_self_attention),
             "max_source_positions": int(max_source_positions),
             "max_target_positions": int(max_target_positions),
+            "share_all_embeddings": bool(share_all_embeddings),
             **{key: value for key, value in shared.items()},
         }
 
@@ -156,12 +174,12 @@ class PoseNet(EncoderDecoderModel):
         return [(f"layer_{index}", weights) for index, weights in enumerate(per_layer)]
 
 
-def _check_widths(hidden_dim: int, num_heads: int, groups: int) -> None:
+def _check_widths(hidden_dim: int, num_heads: int, groups: int | str) -> None:
     """Refuses widths the layers cannot split, when the model is configured rather than
     when it is first built."""
     if hidden_dim < 2 or hidden_dim % 2:
         raise ValueError(f"hidden_dim must be even (sines and cosines), got {hidden_dim}.")
     if num_heads < 1 or hidden_dim % num_heads:
         raise ValueError(f"hidden_dim={hidden_dim} does not split into num_heads={num_heads}.")
-    if groups < 1 or hidden_dim % groups:
+    if any(hidden_dim % count for count in parse_groups(groups)):
         raise ValueError(f"hidden_dim={hidden_dim} does not split into groups={groups}.")

@@ -23,6 +23,7 @@ from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
     PoseNetEncoderOutput,
     parse_dilations,
+    parse_groups,
 )
 from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
 from convs2s_tf.models.posenet.residual_norm import ResidualNorm
@@ -95,7 +96,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         hidden_dim: Width `d`.
         num_layers: Decoder layers (the paper: 5).
         dilation_scheme: Dilations of the four causal convolutions (the paper: none).
-        groups: Channel groups of every separable convolution's pointwise map.
+        groups: Channel groups of each box's two separable convolutions (`parse_groups`).
         ffn_dim: Inner width of the feed-forward nets.
         ffn_layers: Linear maps of each feed-forward net (0: none).
         num_heads: Attention heads.
@@ -107,6 +108,8 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         norm_placement: `"post"` (the paper's) or `"pre"` (see `ResidualNorm`).
         max_positions: The longest decoder input the model accepts.
         pad_id: Padding token id.
+        shared_embedding: A token table made by the model for both stacks (its
+            `share_all_embeddings`), or None: the stack's own.
         **kwargs: Standard `keras.layers.Layer` arguments.
     """
 
@@ -116,7 +119,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         hidden_dim: int = 256,
         num_layers: int = 5,
         dilation_scheme: str = "1.1.1.1",
-        groups: int = 1,
+        groups: int | str = 1,
         ffn_dim: int = 1024,
         ffn_layers: int = 2,
         num_heads: int = 8,
@@ -128,6 +131,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         norm_placement: str = "post",
         max_positions: int = 1024,
         pad_id: int = PAD_ID,
+        shared_embedding: keras.layers.Embedding | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -142,7 +146,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         self.hidden_dim = int(hidden_dim)
         self.num_layers = int(num_layers)
         self.dilation_scheme = dilation_scheme
-        self.groups = int(groups)
+        self.groups = groups
         self.ffn_dim = int(ffn_dim)
         self.ffn_layers = int(ffn_layers)
         self.num_heads = int(num_heads)
@@ -154,7 +158,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         self.norm_placement = norm_placement
         self.max_positions = int(max_positions)
         self.pad_id = int(pad_id)
-        self.token_embedding = token_embedding(self.vocab_size, self.hidden_dim)
+        self.token_embedding = shared_embedding or token_embedding(self.vocab_size, self.hidden_dim)
         self.timing = SinusoidalTiming(self.hidden_dim, pad_id=self.pad_id, name="timing")
         self.embedding_dropout = RandomBitsDropout(self.dropout)
         convolutions = list(zip(KERNELS, parse_dilations(dilation_scheme)))
@@ -163,7 +167,9 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
 
     def _make_layer(self, index: int, convolutions: list[tuple[int, int]]) -> DecoderLayer:
         def box(part: list[tuple[int, int]]) -> ConvBox:
-            return ConvBox(self.hidden_dim, part, padding="causal", groups=self.groups)
+            return ConvBox(
+                self.hidden_dim, part, padding="causal", groups=parse_groups(self.groups)
+            )
 
         # Any: `attention_sublayer`'s (MultiHeadAttention | None, ResidualNorm | None) is
         # never None when `enabled` (the cross-attention's), which the union cannot say.
@@ -198,7 +204,8 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         return self.max_positions
 
     def build(self, input_shape: Sequence[int | None] | None = None) -> None:
-        self.token_embedding.build((None, None))
+        if not self.token_embedding.built:  # (a shared table is built once)
+            self.token_embedding.build((None, None))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.vocab_size,), initializer="zeros"
         )

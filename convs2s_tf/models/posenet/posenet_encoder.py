@@ -70,6 +70,26 @@ def parse_dilations(scheme: str) -> tuple[int, ...]:
     return tuple(int(part) for part in parts)
 
 
+def parse_groups(groups: int | str) -> tuple[int, int]:
+    """Returns the channel groups of each box's two convolutions: one number for both
+    (`2`, `"2"`), or two joined by a dot (`"3.2"`: SliceNet's separability -2, its
+    "super-separable" boxes).
+
+    Raises:
+        ValueError: for anything but one or two positive integers.
+
+    >>> parse_groups("3.2"), parse_groups(1)
+    ((3, 2), (1, 1))
+    """
+    parts = str(groups).split(".")
+    if len(parts) not in (1, 2) or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise ValueError(
+            f"groups is a positive integer, or two joined by a dot like '3.2'; got {groups!r}."
+        )
+    counts = tuple(int(part) for part in parts)
+    return (counts[0], counts[-1])
+
+
 @keras.saving.register_keras_serializable(package="convs2s_tf")
 class PoseNetEncoder(keras.layers.Layer):
     """The encoder of PoseNet (section 4 of the paper), SliceNet's boxes filling its gaps.
@@ -92,7 +112,8 @@ class PoseNetEncoder(keras.layers.Layer):
         hidden_dim: Width `d` of every layer.
         num_layers: Encoder layers (the paper: 6).
         dilation_scheme: Dilations of the four convolutions, e.g. `"1.1.2.4"`.
-        groups: Channel groups of every separable convolution's pointwise map.
+        groups: Channel groups of each box's two separable convolutions (`parse_groups`:
+            `2`, or `"3.2"` for SliceNet's separability -2).
         ffn_dim: Width of the feed-forward nets' inner layers.
         ffn_layers: Linear maps of each feed-forward net (0: no feed-forward net).
         num_heads: Heads of the optional self-attention.
@@ -103,6 +124,8 @@ class PoseNetEncoder(keras.layers.Layer):
         norm_placement: `"post"` (the paper's) or `"pre"` (see `ResidualNorm`).
         max_positions: The longest source (with its `</s>`) the encoder accepts.
         pad_id: Padding token id.
+        shared_embedding: A token table made by the model for both stacks (its
+            `share_all_embeddings`), or None: the stack's own.
         **kwargs: Standard `keras.layers.Layer` arguments.
 
     Example:
@@ -119,7 +142,7 @@ class PoseNetEncoder(keras.layers.Layer):
         hidden_dim: int = 256,
         num_layers: int = 6,
         dilation_scheme: str = "1.1.2.4",
-        groups: int = 1,
+        groups: int | str = 1,
         ffn_dim: int = 1024,
         ffn_layers: int = 2,
         num_heads: int = 8,
@@ -130,6 +153,7 @@ class PoseNetEncoder(keras.layers.Layer):
         norm_placement: str = "post",
         max_positions: int = 1024,
         pad_id: int = PAD_ID,
+        shared_embedding: keras.layers.Embedding | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -142,7 +166,8 @@ class PoseNetEncoder(keras.layers.Layer):
         self.num_layers = int(num_layers)
         self.dilation_scheme = dilation_scheme
         self.dilations = parse_dilations(dilation_scheme)
-        self.groups = int(groups)
+        self.groups = groups
+        box_groups = parse_groups(groups)
         self.ffn_dim = int(ffn_dim)
         self.ffn_layers = int(ffn_layers)
         self.num_heads = int(num_heads)
@@ -153,15 +178,15 @@ class PoseNetEncoder(keras.layers.Layer):
         self.norm_placement = norm_placement
         self.max_positions = int(max_positions)
         self.pad_id = int(pad_id)
-        self.token_embedding = token_embedding(self.vocab_size, self.hidden_dim)
+        self.token_embedding = shared_embedding or token_embedding(self.vocab_size, self.hidden_dim)
         self.timing = SinusoidalTiming(self.hidden_dim, pad_id=self.pad_id, name="timing")
         self.embedding_dropout = RandomBitsDropout(self.dropout)
         self.encoder_layers: list[EncoderLayer] = []
         convolutions = list(zip(KERNELS, self.dilations))
         for index in range(self.num_layers):
             # Made in the layer's order, so the layers' automatic names stay the same.
-            box_1 = ConvBox(self.hidden_dim, convolutions[:2], groups=self.groups)
-            box_2 = ConvBox(self.hidden_dim, convolutions[2:], groups=self.groups)
+            box_1 = ConvBox(self.hidden_dim, convolutions[:2], groups=box_groups)
+            box_2 = ConvBox(self.hidden_dim, convolutions[2:], groups=box_groups)
             attention, attention_norm = attention_sublayer(
                 self.self_attention,
                 self.num_heads,
@@ -190,7 +215,8 @@ class PoseNetEncoder(keras.layers.Layer):
         return self.max_positions
 
     def build(self, input_shape: Sequence[int | None] | None = None) -> None:
-        self.token_embedding.build((None, None))
+        if not self.token_embedding.built:  # (a shared table is built once)
+            self.token_embedding.build((None, None))
         for layer in self.encoder_layers:
             build_layer(layer, self.hidden_dim)
         if self.final_norm is not None:

@@ -76,6 +76,23 @@ class SeparableConv1D(keras.layers.Layer):
         """Past inputs a causal step needs: `(kernel_size - 1) * dilation_rate`."""
         return (self.kernel_size - 1) * self.dilation_rate
 
+    @property
+    def left_padding(self) -> int:
+        """Zeros before the first input: the whole window (causal) or its first half."""
+        total = self.window_length
+        return total if self.padding == "causal" else total // 2
+
+    def reaching_taps(self, length: int | tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`(first, last)`: the taps that read an input of a `length`-long sequence at
+        some output position (tap `j` reads input `t + j * dilation_rate -
+        left_padding` at output `t`), kept around the tap on the output's own position.
+        The others read padding only."""
+        rate, left = self.dilation_rate, self.left_padding
+        # ceil and floor of (left -+ (length - 1)) / rate, within the kernel.
+        first = tf.clip_by_value(-((length - 1 - left) // rate), 0, left // rate)
+        last = tf.clip_by_value((left + length - 1) // rate, -(-left // rate), self.kernel_size - 1)
+        return first, last
+
     def build(self, input_shape: Sequence[int | None]) -> None:
         channels = input_shape[-1]
         if channels is None:
@@ -99,21 +116,30 @@ class SeparableConv1D(keras.layers.Layer):
         )
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        total = self.window_length
-        left = total if self.padding == "causal" else total // 2
-        padded = tf.pad(inputs, [[0, 0], [left, total - left], [0, 0]])
-        kernel = tf.cast(self.depthwise_kernel, self.compute_dtype)
-        # [batch, 1, time, channels] for the 2-D depthwise op, dilated over time.
+        shape = tf.shape(inputs)
+        length, rate = shape[1], self.dilation_rate
+        first, last = self.reaching_taps(length)
+        # Only the taps that reach an input, and the padding they read: the others
+        # would multiply nothing but padding (a 31-tap kernel dilated 4 times spans
+        # 121 positions, against Multi30k's 10 to 40).
+        left = self.left_padding - first * rate
+        right = last * rate - self.left_padding
+        # Dilation by reshape: time padded to whole rows of `rate` positions and laid
+        # out as [rows, rate], so taps `rate` apart are neighbours along the rows and
+        # the 2-D depthwise op runs undilated over them. Time on the height axis also
+        # suits TF's CPU kernels: their filter gradient takes a slow scalar path along
+        # a width shorter than the kernel (docs/posenet.md, "Training speed").
+        padded_length = length + left + right
+        right += -padded_length % rate
+        padded = tf.pad(inputs, [[0, 0], [left, right], [0, 0]])
+        grid = tf.reshape(padded, [shape[0], -1, rate, inputs.shape[-1]])
+        kernel = tf.cast(self.depthwise_kernel[first : last + 1], self.compute_dtype)
         depthwise = tf.nn.depthwise_conv2d(
-            tf.expand_dims(padded, 1),
-            kernel[None, :, :, None],
-            strides=[1, 1, 1, 1],
-            padding="VALID",
-            dilations=[1, self.dilation_rate],
+            grid, kernel[:, None, :, None], strides=[1, 1, 1, 1], padding="VALID"
         )
-        # squeeze, not [:, 0]: a slice's gradient pads a zero tensor (StridedSliceGrad,
-        # 0.3 s of a 4,000-token bfloat16 step), a squeeze's is a reshape.
-        depthwise = tf.squeeze(depthwise, axis=1)
+        depthwise = tf.reshape(depthwise, [shape[0], -1, inputs.shape[-1]])
+        if rate > 1:  # less than a row of outputs beyond the last input
+            depthwise = depthwise[:, :length]
         return self._pointwise(depthwise)
 
     def _pointwise(self, depthwise: tf.Tensor) -> tf.Tensor:

@@ -21,7 +21,10 @@ def parameter_counts(model: PoseNet) -> list[tuple[str, int]]:
         (model.encoder, model.encoder.encoder_layers),
         (model.decoder, model.decoder.decoder_layers),
     ):
-        rows.append((f"{side.name}/token_embedding", _count(side.token_embedding.weights)))
+        if side is model.decoder and model.decoder.token_embedding is model.encoder.token_embedding:
+            rows.append(("decoder/token_embedding (the encoder's)", 0))
+        else:
+            rows.append((f"{side.name}/token_embedding", _count(side.token_embedding.weights)))
         roles: dict[str, int] = {}
         for layer in layers:
             for role, sublayer in vars(layer).items():

@@ -60,6 +60,37 @@ def test_matches_the_definition(padding, groups, dilation, rng):
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("padding", ["same", "causal"])
+@pytest.mark.parametrize("kernel_size, dilation", [(7, 1), (6, 3), (31, 4)])
+@pytest.mark.parametrize("length", [1, 2, 5, 40])
+def test_taps_that_read_only_padding_are_skipped_exactly(padding, kernel_size, dilation, length):
+    """Sequences shorter than the kernel's span (the taps that reach no input left out)
+    give the definition's outputs and the full kernel's gradients (zero where a tap
+    reads only padding)."""
+    layer = SeparableConv1D(4, kernel_size, dilation_rate=dilation, padding=padding)
+    inputs = tf.random.stateless_normal([2, length, 4], seed=[length, kernel_size])
+    with tf.GradientTape() as tape:
+        outputs = layer(inputs)
+        loss = tf.reduce_sum(outputs * tf.range(1.0, length + 1.0)[None, :, None])
+    gradient = tape.gradient(loss, layer.depthwise_kernel).numpy()
+    depthwise, pointwise = layer.depthwise_kernel.numpy(), layer.pointwise_kernel.numpy()
+    expected = reference(inputs.numpy(), depthwise, pointwise, dilation, padding)
+    np.testing.assert_allclose(outputs.numpy(), expected, atol=1e-5)
+    first, last = (int(tap) for tap in layer.reaching_taps(length))
+    assert gradient.shape == depthwise.shape
+    assert not np.any(gradient[:first]) and not np.any(gradient[last + 1 :])
+    # Each tap's gradient is the definition's: the inputs it reads times the upstream.
+    delta = 1e-2
+    for tap in (first, last):
+        shifted = depthwise.copy()
+        shifted[tap] += delta
+        change = reference(inputs.numpy(), shifted, pointwise, dilation, padding) - expected
+        weights = np.arange(1.0, length + 1.0)[None, :, None]
+        np.testing.assert_allclose(
+            gradient[tap].sum(), (change * weights).sum() / delta, rtol=1e-3, atol=1e-3
+        )
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="padding must be one of"):
         SeparableConv1D(4, 3, padding="valid")
