@@ -12,24 +12,21 @@ test split at --beam_size (sacreBLEU BLEU and chrF, lowercased `intl` BLEU, appr
 padded and not); `benchmarks.translate_speed`'s fresh process of the default export
 (batch-1 mean over the first --latency_sentences, first-pass sentences/s at
 --batch_size). With them: trainable parameters, updates, epochs and the median of the
-epochs' target tokens/s. An arm of --equal_updates also trains as `NAME_updates`: its
-flagfile with the budget (and final annealing) stretched to the first arm's updates at
-its own equal-time rate. Prints a table naming the CPU, then one JSON line; a seed's arms
-belong to one session on one machine.
+epochs' target tokens/s. An arm of --equal_updates also trains as `NAME_updates`, its
+budget and final annealing stretched to the first arm's updates at its equal-time rate.
+Prints a table naming the CPU, then one JSON line; a seed's arms share one machine.
 """
 
 import json
 import os
-import subprocess
-import time
 
 from absl import app, flags
 
-from benchmarks import ROOT, child_env, cpu_description, last_json, main, python
+from benchmarks import ROOT, cpu_description, last_json, main, run_python
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     equal_updates_budget,
-    flagfile_value,
+    expanded_flagfile,
     format_arms_table,
     median_token_rate,
     trainable_parameters,
@@ -59,33 +56,16 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_bool("buckets", True, buckets, **define)
 
 
-def _python(arguments, log_path=None):
-    """Runs `python -m ARGUMENTS` from the repository root; returns its stdout (the
-    console also goes to `log_path`). Fails with the end of its output."""
-    command, env = python("-m", *arguments), child_env()
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if log_path:
-        with open(log_path, "w", encoding="utf-8") as f:
-            f.write(result.stdout + result.stderr)
-    if result.returncode != 0:
-        raise RuntimeError(f"{arguments[0]} failed:\n{(result.stdout + result.stderr)[-3000:]}")
-    return result.stdout
-
-
-def _parameters(model_dir):
-    """Trainable parameters of the run's model (a shared table counted once)."""
-    from convs2s_tf.runs.loading import build_model, read_run_config
-
-    return trainable_parameters(build_model(read_run_config(model_dir)["model"]))
-
-
-def _updates(model_dir):
+def _model_figures(model_dir):
+    """Trainable parameters (a shared table once) and updates (the last checkpoint's step:
+    training saves when it stops) of a run."""
     from convs2s_tf.runs import RunDirectory
     from convs2s_tf.runs.checkpoint_directory import checkpoint_step
+    from convs2s_tf.runs.loading import build_model, read_run_config
 
-    # Training's last checkpoint is its last update (it saves when it stops).
     latest = RunDirectory(model_dir).latest_checkpoint()
-    return checkpoint_step(latest) if latest else 0
+    parameters = trainable_parameters(build_model(read_run_config(model_dir)["model"]))
+    return {"parameters": parameters, "updates": checkpoint_step(latest) if latest else 0}
 
 
 def train(flagfile, model_dir, budget=None):
@@ -96,30 +76,26 @@ def train(flagfile, model_dir, budget=None):
         with open(record_path, encoding="utf-8") as f:
             seconds = json.load(f)["train_seconds"]
     else:
-        start = time.perf_counter()
         command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
         command += [f"--{name}={value}" for name, value in (budget or {}).items()]
-        _python(command + [f"--seed={FLAGS.seed}"], log_path)
-        seconds = round(time.perf_counter() - start, 1)
+        seconds, stdout, stderr = run_python("-m", *command, f"--seed={FLAGS.seed}")
+        with open(log_path, "w", encoding="utf-8") as f:
+            f.write(stdout + stderr)
+        seconds = round(seconds, 1)
         with open(record_path, "w", encoding="utf-8") as f:
             json.dump({"train_seconds": seconds}, f)
     with open(log_path, encoding="utf-8") as f:
         console = f.read()
-    return {
-        "flagfile": flagfile,
-        "train_seconds": seconds,
-        "parameters": _parameters(model_dir),
-        "updates": _updates(model_dir),
-        "epochs": len(epoch_token_rates(console)),
-        "train_tokens_per_sec": median_token_rate(console),
-    }
+    figures = {"flagfile": flagfile, "train_seconds": seconds, **_model_figures(model_dir)}
+    figures["epochs"] = len(epoch_token_rates(console))
+    return {**figures, "train_tokens_per_sec": median_token_rate(console)}
 
 
 def score(model_dir):
     """Test BLEU, chrF and approx BLEU of the model the run ends with."""
     evaluate = ["pipelines.evaluate", f"--model_dir={model_dir}", "--split=test"]
     options = [f"--beam_size={FLAGS.beam_size}", "--approx_bleu", "--json"]
-    scores = last_json(_python(evaluate + options))
+    scores = last_json(run_python("-m", *evaluate, *options)[1])
     keys = ("bleu", "chrf", "bleu_lowercase_intl", "approx_bleu", "approx_bleu_unpadded")
     return {key: round(scores[key], 2) for key in keys}
 
@@ -129,24 +105,12 @@ def speed(model_dir):
     export = "default" if FLAGS.buckets else "no_buckets"
     command = ["benchmarks.translate_speed", f"--model_dir={model_dir}", "--parts=exports"]
     command += [f"--exports={export}", f"--latency_sentences={FLAGS.latency_sentences}"]
-    measured = last_json(_python(command + [f"--batch_size={FLAGS.batch_size}"]))
+    measured = last_json(run_python("-m", *command, f"--batch_size={FLAGS.batch_size}")[1])
     figures = measured["exports"][export]
     return {
         "batch1_ms": figures["batch1_mean_ms"],
         f"batch{FLAGS.batch_size}_sentences_per_sec": figures["batch_sentences_per_sec"],
     }
-
-
-def equal_updates(flagfile, figures, reference_updates):
-    """The budget flags that stretch `flagfile`'s run (equal-time `figures`) to
-    `reference_updates` updates."""
-    with open(os.path.join(ROOT, flagfile), encoding="utf-8") as f:
-        text = f.read()
-    minutes = float(flagfile_value(text, "max_train_minutes") or 0)
-    if not minutes:
-        raise app.UsageError(f"--equal_updates needs a --max_train_minutes in {flagfile}.")
-    final_minutes = float(flagfile_value(text, "anneal_final_minutes") or 0)
-    return equal_updates_budget(minutes, final_minutes, reference_updates, figures["updates"])
 
 
 def arm_figures(name, flagfile, model_dir, budget=None):
@@ -173,8 +137,9 @@ def run(options):
         model_dir = os.path.join(runs_dir, f"{name}_seed{FLAGS.seed}")
         arms[name] = arm_figures(name, flagfile, model_dir)
         if name in FLAGS.equal_updates and len(arms) > 1:
-            reference = next(iter(arms.values()))["updates"]
-            budget = equal_updates(flagfile, arms[name], reference)
+            first = next(iter(arms.values()))
+            text, updates = expanded_flagfile(flagfile, ROOT), arms[name]["updates"]
+            budget = equal_updates_budget(text, first["updates"], updates)
             updates_dir = os.path.join(runs_dir, f"{name}_updates_seed{FLAGS.seed}")
             arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, budget)
     cpu = cpu_description()

@@ -3,6 +3,7 @@ parameter counts, training rates read from a console, and the table of the arms.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from collections.abc import Mapping
@@ -49,29 +50,37 @@ def median_token_rate(console: str) -> float | None:
     return statistics.median(rates) if rates else None
 
 
-def flagfile_value(text: str, name: str) -> str | None:
-    """The value a flagfile's text gives flag `--name` (its last line for it), or None.
+def expanded_flagfile(path: str, root: str) -> str:
+    """The text of flagfile `path` with each `--flagfile=FILE` line replaced by FILE's
+    expanded text (a relative FILE from `root`, the directory the pipelines run in)."""
+    with open(os.path.join(root, path), encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    included = (re.match(r"^--flagfile=(\S+)\s*$", line) for line in lines)
+    return "".join(
+        expanded_flagfile(match.group(1), root) if match else line
+        for line, match in zip(lines, included)
+    )
 
-    >>> flagfile_value("# budget\\n--max_train_minutes=58\\n--seed=1\\n", "max_train_minutes")
-    '58'
-    """
-    values = re.findall(rf"^--{re.escape(name)}=(\S+)\s*$", text, re.MULTILINE)
-    return values[-1] if values else None
 
+def equal_updates_budget(flagfile: str, reference_updates: int, updates: int) -> dict[str, float]:
+    """The time budget that stretches a run of `flagfile` (its text) to
+    `reference_updates` updates at the rate of its equal-time run (`updates` in its
+    `--max_train_minutes`), its `--anneal_final_minutes` stretched alike.
 
-def equal_updates_budget(
-    minutes: float, final_minutes: float, reference_updates: int, updates: int
-) -> dict[str, float]:
-    """The time budget that gives an arm `reference_updates` updates at the rate of its
-    equal-time run (`updates` in `minutes`), its final annealing stretched alike.
-
-    >>> equal_updates_budget(58, 5, 7000, 3500)
+    >>> equal_updates_budget("--max_train_minutes=58\\n--anneal_final_minutes=5\\n", 7000, 3500)
     {'max_train_minutes': 116.0, 'anneal_final_minutes': 10.0}
+
+    Raises:
+        ValueError: for a flagfile without a time budget.
     """
     scale = reference_updates / max(updates, 1)
-    budget = {"max_train_minutes": round(minutes * scale, 1)}
-    if final_minutes:
-        budget["anneal_final_minutes"] = round(final_minutes * scale, 1)
+    budget = {}
+    for name in ("max_train_minutes", "anneal_final_minutes"):
+        values = re.findall(rf"^--{name}=(\S+)\s*$", flagfile, re.MULTILINE)
+        if values and float(values[-1]):
+            budget[name] = round(float(values[-1]) * scale, 1)
+    if "max_train_minutes" not in budget:
+        raise ValueError("An equal-updates run needs its flagfile's --max_train_minutes.")
     return budget
 
 

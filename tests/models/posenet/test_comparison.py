@@ -1,9 +1,13 @@
 """Tests of the family comparison's helpers (`convs2s_tf.models.posenet.comparison`)."""
 
 import keras
+import pytest
+from helpers.subprocesses import ROOT
 
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
+    equal_updates_budget,
+    expanded_flagfile,
     format_arms_table,
     median_token_rate,
     trainable_parameters,
@@ -42,3 +46,14 @@ def test_table_leaves_out_the_flagfile_and_names_the_arms():
         ["bleu", "39.1", "37.9"],
         ["ok", "True", "None"],
     ]
+
+
+def test_an_equal_updates_budget_stretches_the_real_configs_time():
+    # The paper arm's flagfile takes its budget from the config it includes.
+    paper = expanded_flagfile("configs/posenet_paper_multi30k.cfg", ROOT)
+    assert not any(line.startswith("--flagfile") for line in paper.splitlines())
+    assert paper.endswith("--model_dir=runs/posenet_paper_multi30k\n")
+    budget = equal_updates_budget(paper, reference_updates=6900, updates=3000)
+    assert budget == {"max_train_minutes": 133.4, "anneal_final_minutes": 11.5}
+    with pytest.raises(ValueError, match="--max_train_minutes"):
+        equal_updates_budget("--max_epochs=3\n", 6900, 3000)
