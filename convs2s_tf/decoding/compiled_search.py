@@ -108,15 +108,16 @@ def compiled_buckets(
 
 
 def pad_rows_and_positions(
-    tensor: tf.Tensor, rows: int | tf.Tensor, positions: int | tf.Tensor
+    tensor: tf.Tensor, rows: int | tf.Tensor, positions: int | tf.Tensor, axis: int = 1
 ) -> tf.Tensor:
-    """`tensor` (`[batch, source, ...]`) zero-padded to `rows` rows and `positions`."""
+    """`tensor` (`[batch, ...]`) zero-padded to `rows` rows and to `positions` on its
+    source `axis`."""
     shape = tf.shape(tensor)
-    paddings = [[0, rows - shape[0]], [0, positions - shape[1]]] + [[0, 0]] * (
-        tensor.shape.rank - 2
-    )
-    padded = tf.pad(tensor, paddings)
-    return tf.ensure_shape(padded, [rows, positions] + tensor.shape[2:].as_list())
+    paddings = [[0, rows - shape[0]]] + [[0, 0]] * (tensor.shape.rank - 1)
+    paddings[axis] = [0, positions - shape[axis]]
+    dims = [rows] + tensor.shape[1:].as_list()
+    dims[axis] = positions
+    return tf.ensure_shape(tf.pad(tensor, paddings), dims)
 
 
 class BucketedSearch:
@@ -207,6 +208,7 @@ class BucketedSearch:
     def _bucketed(self, source: tf.Tensor, nbest: int) -> SearchOutput:
         batch = tf.shape(source)[0]
         encoder_output, max_lengths = self.encode(source)
+        source_axes = self.model.source_axes(encoder_output)
 
         def bucket_branch(rows: int) -> Callable[[], FinishedHypotheses]:
             def run() -> FinishedHypotheses:
@@ -218,8 +220,11 @@ class BucketedSearch:
                         inference.decoder, self.shortlist, source, self.constants, capacity
                     )
                 padded = tf.nest.map_structure(
-                    lambda t: pad_rows_and_positions(t, rows, self.buckets.source_length),
+                    lambda t, axis: pad_rows_and_positions(
+                        t, rows, self.buckets.source_length, axis
+                    ),
                     encoder_output,
+                    source_axes,
                 )
                 lengths = tf.ensure_shape(tf.pad(max_lengths, [[0, rows - batch]]), [rows])
                 finished = self.compiled_loop(padded, lengths, tf.range(rows) < batch, vocabulary)

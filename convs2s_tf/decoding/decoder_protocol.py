@@ -6,7 +6,8 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
 
 - `encode(source)` gives one encoder row per sentence (a nest of `[sentences, ...]`
   tensors); the search never repeats it per hypothesis, `step` reads row
-  `hypothesis // beam_size`.
+  `hypothesis // beam_size`. `source_axes(encoder_output)` names each leaf's source
+  axis, where a compiled search pads the source to its bucket's width.
 - `decoder.initial_state(batch, positions)` gives the incremental state: a nest of
   tensors whose leaves are `[batch, ...]`; the search reorders them with one gather on
   the first axis per step. A decoder that keeps every position (self-attention) holds
@@ -18,7 +19,7 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
   whole search (XLA compiles a bucket once).
 - `decoder.step(tokens, step, state, encoder_output, beam_size, output_subset)` decodes
   one position for every hypothesis, reading only the state (never earlier positions
-  again), writes position `step` in place (the search has grown the buffers to hold
+  again), writes position `step` into its buffers (the search has grown them to hold
   it) and returns `(logits, attention, state)`, its leaves of unchanged shapes.
 - `decoder.select_outputs(ids, valid)` (for shortlists) returns an `output_subset` that
   makes `step` score only those target ids' columns
@@ -115,3 +116,7 @@ class SearchableModel(Protocol):
 
     def encode(self, source: tf.Tensor, training: bool = False) -> Any:
         """Returns the encoder output of `[sentences, source]` ids: one row a sentence."""
+
+    def source_axes(self, encoder_output: Any) -> Any:
+        """Returns, for each leaf of `encoder_output` (a nest of its structure), the axis
+        holding one entry a source position."""

@@ -200,6 +200,12 @@ class Ensemble(keras.layers.Layer):
             member.encode(source, training=training, kernels=kernels) for member in self.members
         )
 
+    def source_axes(self, encoder_output: Sequence[Any]) -> tuple[Any, ...]:
+        """A tuple of the members' source axes of their encoder outputs."""
+        return tuple(
+            member.source_axes(output) for member, output in zip(self.members, encoder_output)
+        )
+
 
 def _vocabulary_sizes(model: ConvS2S) -> tuple[int, int, int]:
     return (model.encoder.vocab_size, model.decoder.vocab_size, model.decoder.pad_id)

@@ -107,6 +107,10 @@ class InferenceModel:
         """The model's encoder output of `source`, with the folded kernels."""
         return self.model.encode(source, training=training, **_kernel_arguments(self.kernels))
 
+    def source_axes(self, encoder_output: Any) -> Any:
+        """The model's source axes of `encoder_output`."""
+        return self.model.source_axes(encoder_output)
+
 
 # Python bookkeeping only: AutoGraph (a search traced with it) has nothing to convert here.
 @tf.autograph.experimental.do_not_convert

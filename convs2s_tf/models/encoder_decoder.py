@@ -68,6 +68,13 @@ class EncoderDecoderModel(keras.Model):
         and the float32 output bias still to be added."""
         return self.decoder.unbiased_output_logits(features)
 
+    def source_axes(self, encoder_output: Any) -> Any:
+        """Each leaf's source axis in `encode`'s output (`SearchableModel`): the second,
+        `[sentences, source, ...]`, unless the family's output says otherwise."""
+        if hasattr(encoder_output, "source_axes"):
+            return encoder_output.source_axes()
+        return tf.nest.map_structure(lambda _: 1, encoder_output)
+
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._config)

@@ -17,6 +17,7 @@ from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.conv_box import ConvBox
 from convs2s_tf.models.posenet.multi_head_attention import (
     CACHE_POSITION_AXIS,
+    MEMORY_SOURCE_AXIS,
     MultiHeadAttention,
 )
 from convs2s_tf.models.posenet.posenet_encoder import (
@@ -47,10 +48,15 @@ class PoseNetMemory(NamedTuple):
     keys and values, projected once per sentence (`PoseNetDecoder.memory`).
 
     Fields:
-        keys: per decoder layer, `[batch, source, heads, head_dim]`.
+        keys: per decoder layer, `[batch, heads, source, head_dim]` (`step_memory`).
         values: the same for the values.
         source_mask: `[batch, source]` bool, True at real tokens.
     """
+
+    def source_axes(self) -> "PoseNetMemory":
+        """Each field's source axis (`SearchableModel.source_axes`)."""
+        per_layer = tuple(MEMORY_SOURCE_AXIS for _ in self.keys)
+        return PoseNetMemory(per_layer, per_layer, 1)
 
     keys: tuple[tf.Tensor, ...]
     values: tuple[tf.Tensor, ...]
@@ -336,7 +342,7 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         """Projects the encoder output once per sentence for every layer's steps."""
         keys, values = [], []
         for layer in self.decoder_layers:
-            layer_keys, layer_values = layer.cross_attention.project_memory(encoder_output.hidden)
+            layer_keys, layer_values = layer.cross_attention.step_memory(encoder_output.hidden)
             keys.append(layer_keys)
             values.append(layer_values)
         return PoseNetMemory(tuple(keys), tuple(values), encoder_output.source_mask)

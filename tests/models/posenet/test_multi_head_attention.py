@@ -75,7 +75,8 @@ def test_cross_attention_steps_group_hypotheses_by_sentence(rng):
     mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], "float32")
     queries = rng.normal(size=[2, 3, 8]).astype("float32")  # three hypotheses each
     parallel, parallel_weights = attention(queries, memory, padding_mask=mask, return_weights=True)
-    keys, values = attention.project_memory(memory)
+    keys, values = attention.step_memory(memory)
+    assert keys.shape == (2, 2, 4, 4)  # head-major: [sentences, heads, source, head_dim]
     bias = attention.padding_bias(mask, 4, keys.dtype)
     flat = queries.reshape(6, 1, 8)
     stepped, weights = attention.attend_memory(
