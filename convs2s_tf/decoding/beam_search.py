@@ -288,7 +288,7 @@ def search_loop(
             state = drop_finished_sentences(constants, state, selection)
         return state
 
-    return step_until_done(decoder, constants, state, max_steps, body)
+    return step_until_done(decoder, constants, state, max_steps, body, growing)
 
 
 def step_until_done(
@@ -297,11 +297,12 @@ def step_until_done(
     state: BeamState,
     max_steps: int | tf.Tensor,
     body: Callable[[BeamState], BeamState],
+    growing: bool = False,
 ) -> BeamState:
     """Applies `body` (`BeamState` -> `BeamState` of the same step; the step counter is
     advanced here) from `state` until every sentence holds `beam_size` finished
     hypotheses or `max_steps` steps are taken: the stopping rule of every search
-    (`decoder`: whose state `state.cache` is)."""
+    (`decoder`: whose state `state.cache` is; `growing`: whether `body` grows it)."""
 
     def searching(state: BeamState) -> tf.Tensor:
         return tf.logical_and(
@@ -312,7 +313,7 @@ def step_until_done(
         searching,
         lambda state: (body(state)._replace(step=state.step + 1),),
         (state,),
-        shape_invariants=(shape_invariants(constants, state, decoder),),
+        shape_invariants=(shape_invariants(constants, state, decoder, growing),),
         maximum_iterations=decoder.max_length,
     )
     return state

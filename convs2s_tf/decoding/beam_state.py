@@ -132,14 +132,15 @@ def initial_beam_state(
 
 
 def shape_invariants(
-    constants: StepConstants, state: BeamState, decoder: IncrementalDecoder
+    constants: StepConstants, state: BeamState, decoder: IncrementalDecoder, growing: bool = True
 ) -> BeamState:
     """The `tf.while_loop` shape invariants of `state`'s fields.
 
     The active sentences' count changes when they leave the batch
     (`constants.drop_finished`), the token histories' width is only known when the loop
-    runs, the attention histories grow by one step per step and the `decoder`'s state
-    on its position axes (`state_invariants`).
+    runs, the attention histories grow by one step per step and, when the loop grows it
+    (`growing`), the `decoder`'s state on its position axes (`state_invariants`; a
+    compiled loop's phase keeps their width, so a step knows it).
     """
     k = constants.beam_size
 
@@ -154,7 +155,7 @@ def shape_invariants(
         sentence_ids=active_rows(state.sentence_ids),
         encoder_output=tf.nest.map_structure(active_rows, state.encoder_output),
         max_lengths=active_rows(state.max_lengths),
-        cache=state_invariants(decoder, state.cache),
+        cache=state_invariants(decoder, state.cache, growing),
         last_tokens=tf.TensorShape([None]),
         alive_scores=tf.TensorShape([None, k]),
         alive_tokens=tf.TensorShape([None, k, None]),

@@ -63,13 +63,14 @@ def grow_state(decoder: IncrementalDecoder, state: Any, width: int | tf.Tensor) 
     return tf.nest.map_structure(grow, state, decoder.position_axes(state))
 
 
-def state_invariants(decoder: IncrementalDecoder, state: Any) -> Any:
+def state_invariants(decoder: IncrementalDecoder, state: Any, growing: bool = True) -> Any:
     """The `tf.while_loop` shape invariants of a decoder state: any number of rows
-    (hypotheses leave with their sentences), and any width on a position axis."""
+    (hypotheses leave with their sentences), and, if the loop grows it, any width on a
+    position axis."""
 
     def invariant(leaf: tf.Tensor, axis: int | None) -> tf.TensorShape:
         dims = [None] + leaf.shape.as_list()[1:]
-        if axis is not None:
+        if axis is not None and growing:
             dims[axis] = None
         return tf.TensorShape(dims)
 

@@ -59,6 +59,9 @@ class _PrefixModel(keras.layers.Layer):
     def encode(self, source, training=False):
         return source
 
+    def source_axes(self, encoder_output):
+        return 1
+
 
 def test_beam_search_runs_on_any_decoder_of_the_contract():
     model = _PrefixModel()
