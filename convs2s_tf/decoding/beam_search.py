@@ -253,7 +253,7 @@ def search_loop(
 
     A decoder state that grows (`growing_state`) grows before each step: by a column in
     graph mode, to the next fixed phase width when each step is compiled. A compiled
-    loop (`compile_step=False`) never grows it: its caller runs one loop per phase.
+    loop (`compile_step=False`) never grows it: its caller sizes it.
 
     Args:
         decoder: The model's decoder.
@@ -269,7 +269,7 @@ def search_loop(
     """
     step = search_step_function(decoder, constants, compile_step, vocabulary)
     compiled = constants.xla if compile_step is None else compile_step
-    # (A compiled loop's caller grows the state between its phases.)
+    # (A compiled loop's caller sizes the state.)
     growing = compile_step is not False and grows(decoder, state.cache)
 
     def room(state: BeamState) -> tf.Tensor:

@@ -30,7 +30,7 @@ from convs2s_tf.decoding.beam_search import (
     search_loop,
 )
 from convs2s_tf.decoding.beam_state import FinishedHypotheses, SearchOutput, initial_beam_state
-from convs2s_tf.decoding.growing_state import grow_state, grows, phase_widths
+from convs2s_tf.decoding.growing_state import grow_state
 from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
@@ -260,22 +260,13 @@ class BucketedSearch:
         # Padded rows start done: the loop never waits for them.
         state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
         max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
-        # A state that grows does so in phases of fixed widths, one loop each (a loop
-        # ends where its phase does, or the search; a later phase's loop then runs no
-        # step); a fixed-shape state takes one loop.
-        widths: tuple[int, ...] = (self.history_width,)
-        if grows(decoder, state.cache):
-            widths = phase_widths(self.history_width)
-        for width in widths:
-            state = state._replace(cache=grow_state(decoder, state.cache, width))
-            state = search_loop(
-                decoder,
-                constants,
-                state,
-                tf.minimum(max_steps, width),
-                compile_step=False,
-                vocabulary=vocabulary,
-            )
+        # One loop at the history's width. Phases of growing widths (one loop each, as
+        # `phase_widths` gives) run in process, but a SavedModel's XLA program of several
+        # loops fails to load (tf2xla finds no body function for the second loop).
+        state = state._replace(cache=grow_state(decoder, state.cache, self.history_width))
+        state = search_loop(
+            decoder, constants, state, max_steps, compile_step=False, vocabulary=vocabulary
+        )
         return state.finished
 
     def warmup_batch_sizes(self) -> list[int]:

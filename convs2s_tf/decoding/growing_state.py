@@ -7,10 +7,12 @@ those leaves room before each step (`grow_state`), so a step's cost follows the
 positions decoded so far, never the longest output the search allows:
 
 - in graph mode the buffers grow by one column a step (`room` is `step + 1`);
-- a compiled computation needs fixed shapes, so there the buffers grow in phases of
-  fixed widths (`phase_widths`: 16, 32, 64, ... positions, then the whole history):
-  a compiled step compiles once per phase it reaches, and a compiled search loop runs
-  one loop per phase inside its one XLA program.
+- a compiled step needs fixed shapes, so there the buffers grow in phases of fixed
+  widths (`phase_widths`: 16, 32, 64, ... positions, then the whole history), and the
+  step compiles once per phase it reaches;
+- a compiled search loop (a bucket of small batches) runs at its history's width: one
+  loop a phase works in process, but an XLA program of several loops does not load
+  from a SavedModel.
 
 Widths at least double from phase to phase, so a compiled step never attends to more
 than about twice the positions it has.

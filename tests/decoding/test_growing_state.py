@@ -1,6 +1,6 @@
 """Tests of decoder states that grow with the steps taken: every route of the search
-(graph mode a column a step, a compiled step and a compiled loop in phases) finds what
-a search recomputing every prefix finds."""
+(graph mode a column a step, a compiled step in phases, a compiled loop at its history's
+width) finds what a search recomputing every prefix finds."""
 
 import numpy as np
 import pytest
@@ -43,7 +43,7 @@ def test_a_growing_state_searches_as_recomputing_every_prefix(posenet, reference
     _assert_same_search(output, reference)
 
 
-def test_a_compiled_loop_grows_the_state_in_phases(posenet, reference):
+def test_a_compiled_loop_searches_a_growing_state_at_its_history_width(posenet, reference):
     buckets = SearchBuckets(batch_sizes=(4,), source_length=8)
     search = BucketedSearch(posenet, CONFIG, buckets)
     output = tf.function(lambda source: search(source, nbest=3))(SOURCE)

@@ -80,7 +80,9 @@ def equal_updates_budget(flagfile: str, reference_updates: int, updates: int) ->
         if values and float(values[-1]):
             budget[name] = round(float(values[-1]) * scale, 1)
     if "max_train_minutes" not in budget:
-        raise ValueError("An equal-updates run needs its flagfile's --max_train_minutes.")
+        raise ValueError(
+            "An equal-updates run needs a time budget (max_train_minutes) in its flagfile."
+        )
     return budget
 
 
