@@ -30,7 +30,6 @@ from convs2s_tf.decoding.beam_search import (
     search_loop,
 )
 from convs2s_tf.decoding.beam_state import FinishedHypotheses, SearchOutput, initial_beam_state
-from convs2s_tf.decoding.growing_state import grow_state
 from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
@@ -253,17 +252,16 @@ class BucketedSearch:
             constants.beam_size,
             encoder_output=encoder_output,
             max_lengths=max_lengths,
-            cache=decoder.initial_state(rows * constants.beam_size),
+            # At the history's width: one loop. Phases of growing widths (one loop each,
+            # as `phase_widths` gives) run in process, but a SavedModel's XLA program of
+            # several loops fails to load (tf2xla finds no body function for the second).
+            cache=decoder.initial_state(rows * constants.beam_size, self.history_width),
             width=self.history_width,
             source_length=self.buckets.source_length,
         )
         # Padded rows start done: the loop never waits for them.
         state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
         max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
-        # One loop at the history's width. Phases of growing widths (one loop each, as
-        # `phase_widths` gives) run in process, but a SavedModel's XLA program of several
-        # loops fails to load (tf2xla finds no body function for the second loop).
-        state = state._replace(cache=grow_state(decoder, state.cache, self.history_width))
         state = search_loop(
             decoder, constants, state, max_steps, compile_step=False, vocabulary=vocabulary
         )
