@@ -3,7 +3,8 @@ own layers (timing, separable convolutions, boxes, multi-head attention, feed-fo
 nets, residual norms), approx BLEU and the comparison helpers."""
 
 from convs2s_tf.models.posenet.posenet import PoseNet
-from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory
+from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder
+from convs2s_tf.models.posenet.posenet_decoder_step import PoseNetMemory
 from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder, PoseNetEncoderOutput
 from convs2s_tf.models.posenet.presets import get_preset, list_presets, register_preset
 

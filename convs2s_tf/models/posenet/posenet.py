@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from convs2s_tf.layers.folded_kernels import FoldedKernels
 from convs2s_tf.models.encoder_decoder import EncoderDecoderModel
-from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder, PoseNetMemory
+from convs2s_tf.models.posenet.posenet_decoder import PoseNetDecoder
+from convs2s_tf.models.posenet.posenet_decoder_step import PoseNetMemory
 from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoder, parse_groups
 from convs2s_tf.models.posenet.sublayers import token_embedding
 from convs2s_tf.vocabulary import PAD_ID

@@ -1,11 +1,11 @@
-"""PoseNet's decoder: attention before causal convolution boxes, and its incremental step."""
+"""PoseNet's decoder: attention before causal convolution boxes (its incremental step:
+`posenet_decoder_step`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -15,10 +15,9 @@ from convs2s_tf.layers.folded_kernels import FoldedKernels, TiedTableFolding
 from convs2s_tf.layers.int8_kernel import Int8Kernel, kernel_product
 from convs2s_tf.models.output_subset import OutputSubset, select_columns
 from convs2s_tf.models.posenet.conv_box import ConvBox
-from convs2s_tf.models.posenet.multi_head_attention import (
-    CACHE_POSITION_AXIS,
-    MEMORY_SOURCE_AXIS,
-    MultiHeadAttention,
+from convs2s_tf.models.posenet.posenet_decoder_step import (
+    DecoderLayer,
+    IncrementalPoseNetDecoding,
 )
 from convs2s_tf.models.posenet.posenet_encoder import (
     KERNELS,
@@ -26,8 +25,6 @@ from convs2s_tf.models.posenet.posenet_encoder import (
     parse_dilations,
     parse_groups,
 )
-from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
-from convs2s_tf.models.posenet.residual_norm import ResidualNorm
 from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
 from convs2s_tf.models.posenet.sublayers import (
     attention_sublayer,
@@ -43,42 +40,8 @@ DECODER_TIMINGS = ("none", "once", "every_layer")
 CROSS_ATTENTION_PLACEMENTS = ("before", "after")
 
 
-class PoseNetMemory(NamedTuple):
-    """The encoder output as the decoder's steps read it: each layer's cross-attention
-    keys and values, projected once per sentence (`PoseNetDecoder.memory`).
-
-    Fields:
-        keys: per decoder layer, `[batch, heads, source, head_dim]` (`step_memory`).
-        values: the same for the values.
-        source_mask: `[batch, source]` bool, True at real tokens.
-    """
-
-    def source_axes(self) -> "PoseNetMemory":
-        """Each field's source axis (`SearchableModel.source_axes`)."""
-        per_layer = tuple(MEMORY_SOURCE_AXIS for _ in self.keys)
-        return PoseNetMemory(per_layer, per_layer, 1)
-
-    keys: tuple[tf.Tensor, ...]
-    values: tuple[tf.Tensor, ...]
-    source_mask: tf.Tensor
-
-
-@dataclasses.dataclass
-class DecoderLayer:
-    """The sub-layers of one decoder layer (None: switched off)."""
-
-    self_attention: MultiHeadAttention | None
-    self_attention_norm: ResidualNorm | None
-    cross_attention: MultiHeadAttention
-    cross_attention_norm: ResidualNorm
-    box_1: ConvBox
-    box_2: ConvBox
-    ffn: PositionwiseFFN | None
-    ffn_norm: ResidualNorm | None
-
-
 @keras.saving.register_keras_serializable(package="convs2s_tf")
-class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
+class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.Layer):
     """The decoder of PoseNet (section 4 of the paper), SliceNet's boxes filling its gaps.
 
     The decoder input (`</s>`, then the target shifted right) is embedded and scaled by
@@ -336,105 +299,6 @@ class PoseNetDecoder(TiedTableFolding, keras.layers.Layer):
         ):
             return x + signal
         return x
-
-    # ------------------------------------------------------------ incremental decoding
-    def memory(self, encoder_output: PoseNetEncoderOutput) -> PoseNetMemory:
-        """Projects the encoder output once per sentence for every layer's steps."""
-        keys, values = [], []
-        for layer in self.decoder_layers:
-            layer_keys, layer_values = layer.cross_attention.step_memory(encoder_output.hidden)
-            keys.append(layer_keys)
-            values.append(layer_values)
-        return PoseNetMemory(tuple(keys), tuple(values), encoder_output.source_mask)
-
-    def initial_state(
-        self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0
-    ) -> tuple[dict[str, Any], ...]:
-        """Per layer: the self-attention's zero key and value buffers (room for
-        `positions` positions, grown by the search) and the boxes' zero windows."""
-        state = []
-        for layer in self.decoder_layers:
-            layer_state: dict[str, Any] = {
-                "box_1": layer.box_1.initial_state(batch_size, self.hidden_dim),
-                "box_2": layer.box_2.initial_state(batch_size, self.hidden_dim),
-            }
-            if layer.self_attention is not None:
-                layer_state["self_attention"] = layer.self_attention.initial_cache(
-                    batch_size, positions
-                )
-            state.append(layer_state)
-        return tuple(state)
-
-    def position_axes(self, incremental_state: Sequence[dict[str, Any]]) -> Any:
-        """The self-attention buffers' position axis; None for the boxes' windows."""
-
-        def axes(name: str, part: Any) -> Any:
-            axis = CACHE_POSITION_AXIS if name == "self_attention" else None
-            return tf.nest.map_structure(lambda _: axis, part)
-
-        return tuple(
-            {name: axes(name, part) for name, part in layer_state.items()}
-            for layer_state in incremental_state
-        )
-
-    def step(
-        self,
-        tokens: tf.Tensor,
-        step: int | tf.Tensor,
-        incremental_state: Sequence[dict[str, Any]],
-        encoder_output: PoseNetMemory,
-        beam_size: int = 1,
-        output_subset: OutputSubset | None = None,
-        kernels: FoldedKernels | None = None,
-    ) -> tuple[tf.Tensor, tf.Tensor, tuple[dict[str, Any], ...]]:
-        """Decodes position `step` for every hypothesis (see `IncrementalDecoder`;
-        `kernels`: the `FoldedKernels` holding the folded output table)."""
-        x = self._embed(tokens[:, None], training=False)
-        signal = self.timing.step_signal(step)
-        bias = tf.cast(
-            (1.0 - tf.cast(encoder_output.source_mask, tf.float32)) * -1e9, self.compute_dtype
-        )[:, None, None]
-        new_state, weights = [], []
-
-        def attend(index: int, layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
-            attended, layer_weights = layer.cross_attention.attend_memory(
-                layer.cross_attention_norm.branch_input(x),
-                encoder_output.keys[index],
-                encoder_output.values[index],
-                bias,
-                beam_size=beam_size,
-                return_weights=True,
-            )
-            weights.append(layer_weights[:, 0])
-            return layer.cross_attention_norm(x, attended)
-
-        for index, (layer, state) in enumerate(zip(self.decoder_layers, incremental_state)):
-            x = self._add_timing(x, signal, index)
-            layer_state = dict(state)
-            if layer.self_attention is not None and layer.self_attention_norm is not None:
-                attended, layer_state["self_attention"] = layer.self_attention.step(
-                    layer.self_attention_norm.branch_input(x), state["self_attention"], step
-                )
-                x = layer.self_attention_norm(x, attended)
-            if self.cross_attention_placement == "before":
-                x = attend(index, layer, x)
-            y, layer_state["box_1"] = layer.box_1.step(x, state["box_1"])
-            z, layer_state["box_2"] = layer.box_2.step(x + y, state["box_2"])
-            x = x + y + z
-            if self.cross_attention_placement == "after":
-                x = attend(index, layer, x)
-            if layer.ffn is not None and layer.ffn_norm is not None:
-                x = layer.ffn_norm(x, layer.ffn(layer.ffn_norm.branch_input(x)))
-            new_state.append(layer_state)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        if output_subset is None:
-            logits = self.output_logits(x, kernels)[:, 0]
-        else:
-            # As `output_logits`: the product in the compute dtype, the bias in float32.
-            columns = tf.cast(output_subset.product(x[:, 0]), tf.float32)
-            logits = columns + tf.cast(output_subset.bias, tf.float32)
-        return logits, tf.add_n(weights) / float(len(weights)), tuple(new_state)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -1,0 +1,174 @@
+"""PoseNet's decoder, one position at a time: the memory it reads, its state, its step.
+
+`PoseNetDecoder` takes these methods from `IncrementalPoseNetDecoding`; they follow the
+decoder protocol of `convs2s_tf.decoding` (`memory`, `initial_state`, `position_axes`,
+`step`), the parallel pass's sub-layers run on one position and a state per layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from convs2s_tf.layers.folded_kernels import FoldedKernels
+from convs2s_tf.models.output_subset import OutputSubset
+from convs2s_tf.models.posenet.conv_box import ConvBox
+from convs2s_tf.models.posenet.multi_head_attention import (
+    CACHE_POSITION_AXIS,
+    MEMORY_SOURCE_AXIS,
+    MultiHeadAttention,
+)
+from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoderOutput
+from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
+from convs2s_tf.models.posenet.residual_norm import ResidualNorm
+from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
+
+
+class PoseNetMemory(NamedTuple):
+    """The encoder output as the decoder's steps read it: each layer's cross-attention
+    keys and values, projected once per sentence (`PoseNetDecoder.memory`).
+
+    Fields:
+        keys: per decoder layer, `[batch, heads, source, head_dim]` (`step_memory`).
+        values: the same for the values.
+        source_mask: `[batch, source]` bool, True at real tokens.
+    """
+
+    def source_axes(self) -> "PoseNetMemory":
+        """Each field's source axis (`SearchableModel.source_axes`)."""
+        per_layer = tuple(MEMORY_SOURCE_AXIS for _ in self.keys)
+        return PoseNetMemory(per_layer, per_layer, 1)
+
+    keys: tuple[tf.Tensor, ...]
+    values: tuple[tf.Tensor, ...]
+    source_mask: tf.Tensor
+
+
+@dataclasses.dataclass
+class DecoderLayer:
+    """The sub-layers of one decoder layer (None: switched off)."""
+
+    self_attention: MultiHeadAttention | None
+    self_attention_norm: ResidualNorm | None
+    cross_attention: MultiHeadAttention
+    cross_attention_norm: ResidualNorm
+    box_1: ConvBox
+    box_2: ConvBox
+    ffn: PositionwiseFFN | None
+    ffn_norm: ResidualNorm | None
+
+
+class IncrementalPoseNetDecoding:
+    """The incremental half of `PoseNetDecoder` (a mixin: the attributes below are the
+    decoder's, set by its constructor)."""
+
+    decoder_layers: list[DecoderLayer]
+    hidden_dim: int
+    timing: SinusoidalTiming
+    final_norm: Any
+    cross_attention_placement: str
+    compute_dtype: Any
+    _embed: Callable[[tf.Tensor, bool], tf.Tensor]
+    _add_timing: Callable[[tf.Tensor, tf.Tensor, int], tf.Tensor]
+    output_logits: Callable[..., tf.Tensor]
+
+    def memory(self, encoder_output: PoseNetEncoderOutput) -> PoseNetMemory:
+        """Projects the encoder output once per sentence for every layer's steps."""
+        keys, values = [], []
+        for layer in self.decoder_layers:
+            layer_keys, layer_values = layer.cross_attention.step_memory(encoder_output.hidden)
+            keys.append(layer_keys)
+            values.append(layer_values)
+        return PoseNetMemory(tuple(keys), tuple(values), encoder_output.source_mask)
+
+    def initial_state(
+        self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0
+    ) -> tuple[dict[str, Any], ...]:
+        """Per layer: the self-attention's zero key and value buffers (room for
+        `positions` positions, grown by the search) and the boxes' zero windows."""
+        state = []
+        for layer in self.decoder_layers:
+            layer_state: dict[str, Any] = {
+                "box_1": layer.box_1.initial_state(batch_size, self.hidden_dim),
+                "box_2": layer.box_2.initial_state(batch_size, self.hidden_dim),
+            }
+            if layer.self_attention is not None:
+                layer_state["self_attention"] = layer.self_attention.initial_cache(
+                    batch_size, positions
+                )
+            state.append(layer_state)
+        return tuple(state)
+
+    def position_axes(self, incremental_state: Sequence[dict[str, Any]]) -> Any:
+        """The self-attention buffers' position axis; None for the boxes' windows."""
+
+        def axes(name: str, part: Any) -> Any:
+            axis = CACHE_POSITION_AXIS if name == "self_attention" else None
+            return tf.nest.map_structure(lambda _: axis, part)
+
+        return tuple(
+            {name: axes(name, part) for name, part in layer_state.items()}
+            for layer_state in incremental_state
+        )
+
+    def step(
+        self,
+        tokens: tf.Tensor,
+        step: int | tf.Tensor,
+        incremental_state: Sequence[dict[str, Any]],
+        encoder_output: PoseNetMemory,
+        beam_size: int = 1,
+        output_subset: OutputSubset | None = None,
+        kernels: FoldedKernels | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor, tuple[dict[str, Any], ...]]:
+        """Decodes position `step` for every hypothesis (see `IncrementalDecoder`;
+        `kernels`: the `FoldedKernels` holding the folded output table)."""
+        x = self._embed(tokens[:, None], False)
+        signal = self.timing.step_signal(step)
+        bias = tf.cast(
+            (1.0 - tf.cast(encoder_output.source_mask, tf.float32)) * -1e9, self.compute_dtype
+        )[:, None, None]
+        new_state, weights = [], []
+
+        def attend(index: int, layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
+            attended, layer_weights = layer.cross_attention.attend_memory(
+                layer.cross_attention_norm.branch_input(x),
+                encoder_output.keys[index],
+                encoder_output.values[index],
+                bias,
+                beam_size=beam_size,
+                return_weights=True,
+            )
+            weights.append(layer_weights[:, 0])
+            return layer.cross_attention_norm(x, attended)
+
+        for index, (layer, state) in enumerate(zip(self.decoder_layers, incremental_state)):
+            x = self._add_timing(x, signal, index)
+            layer_state = dict(state)
+            if layer.self_attention is not None and layer.self_attention_norm is not None:
+                attended, layer_state["self_attention"] = layer.self_attention.step(
+                    layer.self_attention_norm.branch_input(x), state["self_attention"], step
+                )
+                x = layer.self_attention_norm(x, attended)
+            if self.cross_attention_placement == "before":
+                x = attend(index, layer, x)
+            y, layer_state["box_1"] = layer.box_1.step(x, state["box_1"])
+            z, layer_state["box_2"] = layer.box_2.step(x + y, state["box_2"])
+            x = x + y + z
+            if self.cross_attention_placement == "after":
+                x = attend(index, layer, x)
+            if layer.ffn is not None and layer.ffn_norm is not None:
+                x = layer.ffn_norm(x, layer.ffn(layer.ffn_norm.branch_input(x)))
+            new_state.append(layer_state)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if output_subset is None:
+            logits = self.output_logits(x, kernels)[:, 0]
+        else:
+            # As `output_logits`: the product in the compute dtype, the bias in float32.
+            columns = tf.cast(output_subset.product(x[:, 0]), tf.float32)
+            logits = columns + tf.cast(output_subset.bias, tf.float32)
+        return logits, tf.add_n(weights) / float(len(weights)), tuple(new_state)
