@@ -382,7 +382,7 @@ def best_hypothesis_function(
 
     best_only = search_config.replace(nbest=1)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def search(source: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         output = beam_search(model, source, best_only)
         return output.tokens[:, 0], output.lengths[:, 0]

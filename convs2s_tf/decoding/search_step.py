@@ -239,7 +239,7 @@ def search_step_function(
 
     if not (constants.xla if compile_step is None else compile_step):
         return step
-    compiled = tf.function(step, jit_compile=True)
+    compiled = tf.function(step, jit_compile=True, autograph=False)
 
     def compiled_step(state: BeamState) -> tuple[BeamState, Selection, tf.Tensor]:
         # The attention histories grow by one step per step: passed in, they would

@@ -71,7 +71,7 @@ class Coordinator:
         self.strategy = strategy
         self.multi_worker = cluster_size(strategy) > 1
         self._broadcast = tf.function(
-            self._broadcast_fn, input_signature=[tf.TensorSpec([None], tf.float64)]
+            self._broadcast_fn, input_signature=[tf.TensorSpec([None], tf.float64)], autograph=False
         )
 
     def from_chief(self, values: Sequence[float]) -> np.ndarray:
@@ -92,7 +92,7 @@ class Coordinator:
         sums = self._sum(tf.constant([float(chief_busy), float(stop)], tf.float64)).numpy()
         return bool(sums[0]), bool(sums[1])
 
-    @tf.function
+    @tf.function(autograph=False)
     def _sum(self, values: tf.Tensor) -> tf.Tensor:
         per_replica = self.strategy.run(tf.identity, args=(values,))
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
@@ -112,7 +112,7 @@ class Coordinator:
         local = self.strategy.experimental_local_results
         return local(chief)[0].numpy(), int(local(differing)[0].numpy())
 
-    @tf.function
+    @tf.function(autograph=False)
     def _disagreement(self, values: Any) -> tuple[Any, Any]:
         def compare_with_first_replica(values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             context = tf.distribute.get_replica_context()

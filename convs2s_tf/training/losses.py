@@ -30,7 +30,7 @@ def _fused_loss_functions(
         eps_i = label_smoothing / (vocab_size - 1.0)
         return vocab_size, eps_i, 1.0 - label_smoothing - eps_i
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def forward(
         logits: tf.Tensor, bias: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -45,7 +45,7 @@ def _fused_loss_functions(
         loss = target_weight * nll + eps_i * smooth
         return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), log_normaliser
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def backward(
         logits: tf.Tensor,
         bias: tf.Tensor,

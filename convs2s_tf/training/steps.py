@@ -167,10 +167,16 @@ class TrainingSteps:
         jit = self.config.xla
         if self.accumulators is None:
             self.train_step = tf.function(
-                self._train_step_fn, input_signature=[element_spec], jit_compile=jit
+                self._train_step_fn,
+                input_signature=[element_spec],
+                jit_compile=jit,
+                autograph=False,
             )
         else:
             self.accumulate_step = tf.function(
-                self._accumulate_fn, input_signature=[element_spec], jit_compile=jit
+                self._accumulate_fn,
+                input_signature=[element_spec],
+                jit_compile=jit,
+                autograph=False,
             )
-            self.apply_accumulated = tf.function(self._apply_accumulated_fn)
+            self.apply_accumulated = tf.function(self._apply_accumulated_fn, autograph=False)

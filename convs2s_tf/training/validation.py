@@ -48,7 +48,9 @@ class Validator:
         self.tokenizer = tokenizer
         self.is_chief = is_chief
         self.decodes = tokenizer is not None and config.valid_beam_size > 0
-        self._loss_sums = tf.function(self._loss_sums_fn, input_signature=[_IDS, _IDS, _IDS])
+        self._loss_sums = tf.function(
+            self._loss_sums_fn, input_signature=[_IDS, _IDS, _IDS], autograph=False
+        )
         # A tf.function traces at its first call: creating it costs nothing.
         self._search = best_hypothesis_function(
             model, SearchConfig(beam_size=max(config.valid_beam_size, 1))

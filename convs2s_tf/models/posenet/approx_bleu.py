@@ -84,7 +84,7 @@ def approx_bleu(model: tf.keras.Model, batches: Iterable[dict], pad_id: int) -> 
     """Scores `model` teacher-forced on evaluation `batches` ("source", "target_input"
     and "target", as `make_shard_eval_dataset` gives them)."""
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def predict(source: tf.Tensor, target_input: tf.Tensor) -> tf.Tensor:
         logits = model({"source": source, "target_input": target_input}, training=False)
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
