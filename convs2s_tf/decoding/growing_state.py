@@ -10,10 +10,9 @@ positions decoded so far, never the longest output the search allows:
 - a compiled step needs fixed shapes, so there the buffers grow in phases of fixed
   widths (`phase_widths`: 16, 32, 64, ... positions, then the whole history), and the
   step compiles once per phase it reaches;
-- a compiled search loop (a bucket of small batches) keeps its state at its history's
-  width (an XLA program of several loops, one a phase, does not load from a
-  SavedModel), and the decoder reads the same phases' prefixes of it: one branch a
-  phase inside the one loop (PoseNet's `MultiHeadAttention.step`).
+- a compiled search loop (a bucket of small batches) runs at its history's width: one
+  loop a phase works in process, but an XLA program of several loops does not load
+  from a SavedModel.
 
 Widths at least double from phase to phase, so a compiled step never attends to more
 than about twice the positions it has.
@@ -26,7 +25,6 @@ from typing import Any
 import tensorflow as tf
 
 from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
-from convs2s_tf.layers.position_phases import FIRST_PHASE_WIDTH, phase_index, phase_widths
 
 __all__ = [
     "FIRST_PHASE_WIDTH",
@@ -36,6 +34,10 @@ __all__ = [
     "phase_widths",
     "state_invariants",
 ]
+
+# The first phase's width: a multiple of the compiled histories' width
+# (`XLA_SOURCE_MULTIPLE`), and enough for most sentences' first words.
+FIRST_PHASE_WIDTH = 16
 
 
 def grows(decoder: IncrementalDecoder, state: Any) -> bool:
@@ -77,6 +79,23 @@ def state_invariants(decoder: IncrementalDecoder, state: Any, growing: bool = Tr
     return tf.nest.map_structure(invariant, state, decoder.position_axes(state))
 
 
+def phase_widths(history_width: int) -> tuple[int, ...]:
+    """The fixed widths a compiled search grows its state through: `FIRST_PHASE_WIDTH`
+    doubling while below `history_width`, then `history_width` itself.
+
+    >>> phase_widths(208)
+    (16, 32, 64, 128, 208)
+    >>> phase_widths(16)
+    (16,)
+    """
+    widths = []
+    width = FIRST_PHASE_WIDTH
+    while width < history_width:
+        widths.append(width)
+        width *= 2
+    return tuple(widths) + (int(history_width),)
+
+
 def phase_width(step: tf.Tensor, history_width: int | tf.Tensor, longest: int) -> tf.Tensor:
     """The width of the phase that holds position `step`: the first of
     `phase_widths(longest)` above `step`, at most `history_width`.
@@ -88,5 +107,6 @@ def phase_width(step: tf.Tensor, history_width: int | tf.Tensor, longest: int) -
         longest: The most positions any search of the decoder takes (its position
             table), which bounds the doublings.
     """
-    widths = phase_widths(longest)
-    return tf.minimum(tf.gather(widths, phase_index(step, widths)), history_width)
+    widths = tf.constant(phase_widths(longest), tf.int32)
+    index = tf.searchsorted(widths, tf.reshape(step + 1, [1]))[0]
+    return tf.minimum(tf.gather(widths, index), history_width)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from convs2s_tf.layers.position_phases import phase_index, phase_widths
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
 
 # Added to the logits of positions a query must not see (padding, the future).
@@ -170,33 +168,18 @@ class MultiHeadAttention(keras.layers.Layer):
                     cache["values"], self._step_heads(self.value_map(query)), step
                 ),
             }
+            scale = (self.width // self.num_heads) ** -0.5
             queries = self._step_heads(self.query_map(query))
-            scale = tf.cast((self.width // self.num_heads) ** -0.5, queries.dtype)
-            context = self._step_context(queries * scale, cache, step)
+            logits = tf.matmul(
+                queries * tf.cast(scale, queries.dtype), cache["keys"], transpose_b=True
+            )
+            length = tf.shape(cache["keys"])[CACHE_POSITION_AXIS]
+            future = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
+            weights = tf.nn.softmax(tf.cast(logits, tf.float32) + future)
+            context = tf.matmul(tf.cast(weights, cache["values"].dtype), cache["values"])
             # [batch, heads, 1, head_dim] is [batch, 1, width] in memory: a reshape.
             output = self.output_map(tf.reshape(context, [-1, 1, self.width]))
             return output, cache
-
-    def _step_context(self, queries: tf.Tensor, cache: dict, step: int | tf.Tensor) -> tf.Tensor:
-        """The attended values of scaled `queries` `[B, heads, 1, head_dim]` over the
-        positions up to `step`. A buffer of unknown width (graph mode: it grows a column a
-        step) is read whole; one of a fixed width (compiled) in the prefix of the phase
-        that holds `step` (`phase_widths`), one branch a phase, so that a compiled step
-        reads about the positions it has, not the whole history."""
-
-        def over(width: int | None) -> tf.Tensor:
-            keys, values = cache["keys"][:, :, :width], cache["values"][:, :, :width]
-            logits = tf.matmul(queries, keys, transpose_b=True)
-            future = tf.cast(tf.range(tf.shape(keys)[CACHE_POSITION_AXIS]) > step, tf.float32)
-            weights = tf.nn.softmax(tf.cast(logits, tf.float32) + future * _MASKED)
-            return tf.matmul(tf.cast(weights, values.dtype), values)
-
-        width = cache["keys"].shape[CACHE_POSITION_AXIS]
-        widths = phase_widths(width) if width is not None else ()
-        if len(widths) < 2:
-            return over(None)
-        branches = [functools.partial(over, phase) for phase in widths]
-        return tf.switch_case(phase_index(tf.convert_to_tensor(step), widths), branches)
 
     def _step_heads(self, x: tf.Tensor) -> tf.Tensor:
         """One position's `[B, 1, d]` as `[B, heads, 1, head_dim]` (a reshape, no copy)."""
