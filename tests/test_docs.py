@@ -305,13 +305,19 @@ class PageResult:
     error: str | None = None
 
 
+def _command_lines(text):
+    """A block's lines without blanks and comments (a continued command's lines each)."""
+    lines = (line.strip() for line in text.splitlines())
+    return {line for line in lines if line and not line.startswith("#")}
+
+
 class Workspace:
     """Runs pages' blocks; keeps what the README ran, which the pages do not run again."""
 
     def __init__(self, env, ports):
         self.env = env
         self.ports = ports  # the docs' port -> the free one used for it
-        self.readme_ran = set()  # texts of the README's foreground blocks
+        self.readme_ran = set()  # command lines of the README's foreground blocks
         self.readme_servers = {}  # text of a README background block -> its Server
 
     def command(self, block):
@@ -329,9 +335,11 @@ class Workspace:
                 if not block.runnable:
                     continue
                 if path != "README.md" and (
-                    block.text in self.readme_ran or block.text in self.readme_servers
+                    _command_lines(block.text) <= self.readme_ran
+                    or block.text in self.readme_servers
                 ):
-                    # Run by the README already (its servers serve until every page ran).
+                    # Every command run by the README already, in the state this page's
+                    # copy starts from (its servers serve until every page ran).
                     result.skipped.append(str(block))
                     continue
                 if block.marker == "background":
@@ -342,7 +350,7 @@ class Workspace:
                 else:
                     self._run(block.text, str(block), self.command(block), cwd)
                     if path == "README.md":
-                        self.readme_ran.add(block.text)
+                        self.readme_ran |= _command_lines(block.text)
                 result.ran.append(str(block))
         except (AssertionError, OSError, subprocess.TimeoutExpired) as error:
             result.error = str(error)
@@ -401,8 +409,8 @@ def _fairseq_missing():
 def _cost(path):
     """About how long a page's commands take, counted in processes (a training as two);
     the blocks the README runs for every page are not counted."""
-    readme = {block.text for block in read_blocks("README.md")}
-    blocks = [b for b in read_blocks(path) if b.runnable and b.text not in readme]
+    readme = set().union(*(_command_lines(block.text) for block in read_blocks("README.md")))
+    blocks = [b for b in read_blocks(path) if b.runnable and not _command_lines(b.text) <= readme]
     texts = [PAGE_SETUP.get(path, "")] + [block.text for block in blocks]
     return sum(
         len(re.findall(r"\bpython -m |\bfairseq-|pipelines\.train\b", text)) for text in texts
