@@ -128,9 +128,9 @@ class IncrementalPoseNetDecoding:
         `kernels`: the `FoldedKernels` holding the folded output table)."""
         x = self._embed(tokens[:, None], False)
         signal = self.timing.step_signal(step)
-        bias = tf.cast(
-            (1.0 - tf.cast(encoder_output.source_mask, tf.float32)) * -1e9, self.compute_dtype
-        )[:, None, None]
+        bias = self.decoder_layers[0].cross_attention.padding_bias(
+            encoder_output.source_mask, None, self.compute_dtype
+        )
         new_state, weights = [], []
 
         def attend(index: int, layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
