@@ -12,6 +12,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 # (bucket width, up to this padded length): every other length up to 64, multiples of
 # 8 up to 128, of 32 up to 256, ... Fine buckets at the lengths of most sentences keep
 # padding (computed for nothing) to ~1 token per side, which is worth more training
@@ -141,7 +145,7 @@ def batch_by_bucket(
         return batches.take(tf.where(is_reject, tf.constant(0, tf.int64), -1))
 
     return dataset.group_by_window(
-        key_func=lambda example: example[bucket_key],
-        reduce_func=batch_bucket,
-        window_size_func=lambda bucket: window_sizes[bucket],
+        key_func=do_not_convert(lambda example: example[bucket_key]),
+        reduce_func=do_not_convert(batch_bucket),
+        window_size_func=do_not_convert(lambda bucket: window_sizes[bucket]),
     )

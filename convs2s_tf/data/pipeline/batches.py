@@ -5,6 +5,10 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf import vocabulary
 from convs2s_tf.data.batching import batch_by_bucket
 from convs2s_tf.data.pipeline.length_stats import LengthStats
@@ -64,7 +68,7 @@ def batch_pairs(examples: tf.data.Dataset, limits: PipelineLimits) -> tf.data.Da
         side_max_lengths=limits.side_max_lengths,
         padding_values=padding_values,
     )
-    return batches.map(finish_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.map(do_not_convert(finish_batch), num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def finish_batch(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:

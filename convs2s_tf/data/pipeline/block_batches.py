@@ -16,6 +16,10 @@ incomplete ones among the last block's.
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf import vocabulary
 from convs2s_tf.data import records
 from convs2s_tf.data.pipeline.batches import finish_batch
@@ -75,7 +79,7 @@ def batch_blocks(
     def block_batches(number: tf.Tensor, emitted: dict[str, tf.Tensor]) -> tf.data.Dataset:
         return cutter.batches(emitted, tf.stack([seed, number]))
 
-    return blocks.scan(empty, cut).flat_map(block_batches)
+    return blocks.scan(empty, do_not_convert(cut)).flat_map(do_not_convert(block_batches))
 
 
 class _BlockCutter:
@@ -138,4 +142,4 @@ class _BlockCutter:
             padded[records.INDEX] = emitted[records.INDEX][start:end]
             return finish_batch(padded)
 
-        return tf.data.Dataset.from_tensor_slices(spans).map(batch)
+        return tf.data.Dataset.from_tensor_slices(spans).map(do_not_convert(batch))

@@ -7,6 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf.data.length_index import LengthIndex
 from convs2s_tf.data.pipeline.limits import PipelineLimits
 from convs2s_tf.data.pipeline.tokenized_pairs import BUCKET, SOURCE_LENGTH, TARGET_LENGTH
@@ -108,11 +112,13 @@ def count_length_stats(
     initial["bucket_counts"] = tf.zeros([num_buckets + 1], tf.int64)
     totals = (
         tokenized.map(
-            lambda example: (example[SOURCE_LENGTH], example[TARGET_LENGTH], example[BUCKET]),
+            do_not_convert(
+                lambda example: (example[SOURCE_LENGTH], example[TARGET_LENGTH], example[BUCKET])
+            ),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         .batch(_COUNT_BLOCK)
-        .reduce(initial, add_block)
+        .reduce(initial, do_not_convert(add_block))
     )
     bucket_counts = totals.pop("bucket_counts").numpy()[:num_buckets]
     batches = batches_per_epoch(bucket_counts, limits)

@@ -6,6 +6,10 @@ tokenising (done once by `pipelines.prepare_data`) and nothing to cache.
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf.data import records
 from convs2s_tf.data.batching import assign_buckets
 from convs2s_tf.data.pipeline.limits import PipelineLimits
@@ -54,7 +58,7 @@ def parse_records(
         "source_text" and "reference_text".
     """
     blocks = serialized.batch(_PARSE_BLOCK_RECORDS).map(
-        lambda block: parse_block(block, limits, evaluation=evaluation),
+        do_not_convert(lambda block: parse_block(block, limits, evaluation=evaluation)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )

@@ -10,6 +10,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf.data.batching import assign_buckets
 from convs2s_tf.data.pipeline.limits import PipelineLimits
 from convs2s_tf.data.tokenizer import Tokenizer, append_eos
@@ -130,7 +134,7 @@ def tokenized_pairs(
         return example
 
     blocks = lines.batch(_TOKENIZE_BLOCK_LINES).map(
-        tokenize_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        do_not_convert(tokenize_block), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
     return unbatch_blocks(blocks)
 
@@ -145,4 +149,6 @@ def unbatch_blocks(blocks: tf.data.Dataset) -> tf.data.Dataset:
             for key, value in example.items()
         }
 
-    return blocks.unbatch().map(to_dense, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return blocks.unbatch().map(
+        do_not_convert(to_dense), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )

@@ -25,6 +25,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+# tf.data's functions are TensorFlow ops already: traced without AutoGraph's conversion
+# (docs/input-pipeline-notes.md).
+from tensorflow.autograph.experimental import do_not_convert
+
 from convs2s_tf import vocabulary
 from convs2s_tf.data import records
 from convs2s_tf.data.length_index import LengthIndex
@@ -179,7 +183,7 @@ class TrainingData:
             return batches.skip(tf.where(epoch == first_epoch, tf.constant(skip, tf.int64), 0))
 
         epochs = tf.data.Dataset.range(first_epoch, first_epoch + _MAX_EPOCHS)
-        batches = epochs.flat_map(epoch_batches).prefetch(_PREFETCH_BATCHES)
+        batches = epochs.flat_map(do_not_convert(epoch_batches)).prefetch(_PREFETCH_BATCHES)
         # No autotuning model thread: deleting an iterator joins that thread, which can
         # sleep out up to 60 s of its period first (docs/input-pipeline-notes.md); the
         # prefetch buffer is fixed. The stream runs on its own thread, its ops
@@ -218,7 +222,12 @@ class TrainingData:
 
         serialized = record_stream(tf.data.Dataset.from_tensor_slices(shard_order))
         # The next block is read and parsed while the batches of this one are trained.
-        blocks = serialized.batch(buffer_size).enumerate().map(parse_permuted).prefetch(1)
+        blocks = (
+            serialized.batch(buffer_size)
+            .enumerate()
+            .map(do_not_convert(parse_permuted))
+            .prefetch(1)
+        )
         # Another seed than the blocks' permutations for the order of their batches.
         return batch_blocks(blocks, self.limits, num_blocks, seed=epoch_seed + 7_919)
 
