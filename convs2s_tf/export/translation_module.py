@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+# A search's input: ids ending in `</s>`, pad-filled, as `encode_text` makes them.
+FINISHED_IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source")
 # The SavedModel signature names (what TF Serving clients ask for).
 TRANSLATE_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
@@ -148,25 +150,40 @@ class TranslationModule(tf.Module):
             shortlist=self.shortlist,
         )
 
+    # One search behind `translate`, `translate_nbest` and `translate_ids`: each signature
+    # calls this function, so a SavedModel holds (and a loader instantiates) its graph once
+    # rather than once a signature, and a module traces it once.
+    @tf.function(input_signature=[FINISHED_IDS_SPEC], autograph=False)
+    def search_beam(self, source: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The whole beam of `source` (`[batch, source]` ids ending in `</s>`, pad-filled):
+        `(tokens [batch, beam, time], scores [batch, beam], lengths [batch, beam])`, best
+        first."""
+        output = self._search(source, nbest=self.search_config.beam_size)
+        return output.tokens, output.scores, output.lengths
+
+    def _best(self, source: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The best hypothesis of each sentence: `(tokens [batch, time], score, length)`,
+        its columns trimmed to the longest best hypothesis (as a 1-best search trims)."""
+        tokens, scores, lengths = self.search_beam(source)
+        width = tf.maximum(tf.reduce_max(lengths[:, 0]), 1)
+        return tokens[:, 0, :width], scores[:, 0], lengths[:, 0]
+
     # ---------------------------------------------------------- signatures
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def translate(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """The best translation of each string and its score."""
-        output = self._search(self.encode_text(text))
-        return {
-            "translation": self._text_tokenizer().decode(output.tokens[:, 0]),
-            "score": output.scores[:, 0],
-        }
+        tokens, score, _ = self._best(self.encode_text(text))
+        return {"translation": self._text_tokenizer().decode(tokens), "score": score}
 
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def translate_nbest(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         """All `beam_size` hypotheses of each string, best first, with scores."""
         nbest = self.search_config.beam_size
-        output = self._search(self.encode_text(text), nbest=nbest)
-        batch = tf.shape(output.tokens)[0]
-        flat = tf.reshape(output.tokens, [batch * nbest, -1])
+        tokens, scores, _ = self.search_beam(self.encode_text(text))
+        batch = tf.shape(tokens)[0]
+        flat = tf.reshape(tokens, [batch * nbest, -1])
         translations = tf.reshape(self._text_tokenizer().decode(flat), [batch, nbest])
-        return {"translations": translations, "scores": output.scores}
+        return {"translations": translations, "scores": scores}
 
     @tf.function(input_signature=[IDS_SPEC], autograph=False)
     def translate_ids(self, source_ids: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -182,12 +199,8 @@ class TranslationModule(tf.Module):
         source_ids = tf.where(valid, source_ids, 3)
         mask = tf.logical_and(tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID))
         pieces = tf.ragged.boolean_mask(source_ids, mask)
-        output = self._search(self._finish_source(pieces))
-        return {
-            "output_ids": output.tokens[:, 0],
-            "length": output.lengths[:, 0],
-            "score": output.scores[:, 0],
-        }
+        tokens, score, length = self._best(self._finish_source(pieces))
+        return {"output_ids": tokens, "length": length, "score": score}
 
     @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def translate_with_attention(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
