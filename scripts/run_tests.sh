@@ -14,13 +14,21 @@ PIP=(python3 -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" --no-build-isolation -e ".[test,parity,benchmark]"
 
 export TF_CPP_MIN_LOG_LEVEL=2 KERAS_BACKEND=tensorflow
-python3 -m flake8 convs2s_tf pipelines tests benchmarks
-python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
-python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
-python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
-lint-imports  # the library's layering and no import cycle (contracts in pyproject.toml)
-# The library's docstring examples (their option flags in pyproject.toml).
-python3 -m pytest -q --doctest-modules convs2s_tf
+checks() {
+  python3 -m flake8 convs2s_tf pipelines tests benchmarks
+  python3 -m black --check convs2s_tf pipelines tests benchmarks setup.py
+  python3 -m isort --check-only convs2s_tf pipelines tests benchmarks setup.py
+  python3 -m mypy  # the library's types; what it checks is set in pyproject.toml
+  lint-imports  # the library's layering and no import cycle (contracts in pyproject.toml)
+  # The library's docstring examples (their option flags in pyproject.toml).
+  python3 -m pytest -q -p no:cacheprovider --doctest-modules convs2s_tf
+}
+# The checks (one core's work for about a minute) run beside the tests, which leave a
+# core idle whenever they wait on a server or a subprocess; their report follows the tests'.
+CHECKS_LOG=$(mktemp)
+trap 'rm -f "$CHECKS_LOG"' EXIT
+checks >"$CHECKS_LOG" 2>&1 &
+CHECKS_PID=$!
 # The fast tests by default; `--all` adds those marked `slow` (pipelines, benchmarks and
 # every docs page's commands run end to end in fresh processes), as CI runs them.
 SELECT=(-m "not slow")
@@ -39,5 +47,13 @@ fi
 # Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
 # module's fixtures (a trained run, an export) are made once; modules in the order
 # tests/conftest.py sets (the long end-to-end ones first).
+TESTS_STATUS=0
 python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
-  --durations=25 "${SELECT[@]}" "$@"
+  --durations=25 "${SELECT[@]}" "$@" || TESTS_STATUS=$?
+CHECKS_STATUS=0
+wait "$CHECKS_PID" || CHECKS_STATUS=$?
+cat "$CHECKS_LOG"
+if ((CHECKS_STATUS)); then
+  echo "lint, type or docstring checks failed (exit $CHECKS_STATUS): see above" >&2
+fi
+((TESTS_STATUS == 0 && CHECKS_STATUS == 0))
