@@ -22,6 +22,9 @@ from helpers.subprocesses import run_python
 
 from convs2s_tf.runs import RunDirectory
 
+# Each restart collects garbage first: freezing the worker's heap keeps that cheap.
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 # What `during`, `merging` and `state` leave: a `_temp` folder or a state file's temporary.
 LEAVES_A_LEFTOVER = ("during", "merging", "state")
 

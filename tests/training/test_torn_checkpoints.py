@@ -16,6 +16,9 @@ from convs2s_tf.runs import CheckpointError, RunDirectory, latest_checkpoint
 from convs2s_tf.runs.checkpoints import UnreadableCheckpointError
 from convs2s_tf.training import Trainer, TrainingConfig, create_strategy
 
+# Each restart collects garbage first: freezing the worker's heap keeps that cheap.
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 STEPS = (2, 4, 6)
 DATA = ".data-00000-of-00001"
 
