@@ -1,9 +1,9 @@
 """Training: the loop and its steps, validation, annealing, checkpoints and logging.
 
-`Trainer` is imported on first use: the loop brings TensorBoard, sacrebleu and
-matplotlib (validation's summaries), which every pipeline's flags (they name
-`STRATEGIES` and `TrainingConfig`) would otherwise import, translate's start-up among
-them.
+`Trainer` is imported on first use: the loop brings TensorBoard and sacrebleu
+(validation's summaries; matplotlib only once a run draws attention), which every
+pipeline's flags (they name `STRATEGIES` and `TrainingConfig`) would otherwise import,
+translate's start-up among them.
 """
 
 import importlib

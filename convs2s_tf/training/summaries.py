@@ -8,8 +8,6 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
-from convs2s_tf.visualization import attention_heatmap_png
-
 
 class SummaryLogger:
     """Writes TensorBoard events under `model_dir/<split>` (e.g. `train`, `valid`).
@@ -74,6 +72,10 @@ class SummaryLogger:
     ) -> None:
         if not self.enabled:
             return
+        # Imported here: matplotlib is a quarter of a second of a run's start-up, and only
+        # a run that draws attention needs it.
+        from convs2s_tf.visualization import attention_heatmap_png
+
         png = attention_heatmap_png(weights, source_pieces, target_pieces)
         image = tf.image.decode_png(png, channels=4)[None]
         with self.writer(split).as_default(step=step):
