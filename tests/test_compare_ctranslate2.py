@@ -75,7 +75,9 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
     assert set(line["searches"]) == {"student"} and line["searches"]["student"]["beam"] == 5
     assert set(line["pilots"]) == {"config"} and line["preset"] == "config"
     beam = line["searches"]["student"]["beam"]
-    rows = {"teacher_beam5", "student_beam5", "student_int8_beam5"}
+    # The students' rows with the default --student_flags (a shortlist), and without.
+    rows = {"teacher_beam5", "student_shortlist_beam5", "student_int8_shortlist_beam5"}
+    rows.add("student_beam5")
     for name in ("transformer", "transformer_student"):
         assert line["transformers"][name]["epochs"] == 1
         rows |= {f"{name}_ct2_{q}_{s}" for q in ("float32", "int8") for s in ("beam5", "greedy")}
@@ -84,11 +86,13 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
         assert figures["batch1_mean_ms"] > 0 and figures["batch_sentences_per_sec"] > 0
         assert figures["peak_rss_mb"] > 0 and figures["size_mb"] > 0
         assert 0 <= figures["bleu"] <= 100
-    translations = work_dir / "translations" / f"student_beam{beam}.txt"
+    translations = work_dir / "translations" / f"student_shortlist_beam{beam}.txt"
     assert len(translations.read_text().splitlines()) == 8
     goals = line["goals"]
-    assert goals["student"] == f"student_beam{beam}" and goals["peak_rss_to_import_only"] > 0
-    assert goals["int8"]["student"] == f"student_int8_beam{beam}"
+    assert goals["student"] == f"student_shortlist_beam{beam}"
+    assert goals["peak_rss_to_import_only"] > 0
+    assert goals["int8"]["student"] == f"student_int8_shortlist_beam{beam}"
+    assert (work_dir / "student" / "search_shortlist.json").is_file()
     assert goals["transformer"]["against"] == "transformer_ct2_float32_beam5"
     assert "| transformer_student_ct2_int8_greedy |" in stdout and line["cpu"] in stdout
 

@@ -12,7 +12,8 @@ data, the first's and the ensemble's (`pipelines.distill`); pilots of --pilots f
 --pilot_minutes, measured on validation; students of --student_config on each distilled
 data with the preset of the pilot fastest at batch 1 within --tolerance of the best
 pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance
-(`search.json`, its export's default), exported in float32 and with int8 products;
+(`search.json`, its export's default), pilots and students evaluated and exported with
+--student_flags (a shortlist), in float32 and with int8 products;
 Transformers of the teacher's and the distilled data (`benchmarks.compare.transformer`:
 CTranslate2 float32 and int8, beam 5 and greedy). Every translator then runs in a fresh
 process on the test split: the first --latency_sentences requests of one sentence (then
@@ -90,6 +91,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float("pilot_minutes", 15.0, "Each pilot's training budget.", **define)
     flags.DEFINE_list("beams", ["1", "2", "5"], "Searches a student chooses from.", **define)
     flags.DEFINE_float("tolerance", 0.3, "Validation BLEU a narrower beam may lose.", **define)
+    flags.DEFINE_list("student_flags", ["--shortlist"], "Students' search flags.", **define)
     flags.DEFINE_float("train_minutes", 58.0, "Each Transformer's training budget.", **define)
     flags.DEFINE_integer("max_epochs", 0, "Transformers' most epochs (0: budget).", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
@@ -157,18 +159,31 @@ def fastest_pilot(pilots, tolerance):
     return min(eligible, key=lambda name: pilots[name]["batch1_mean_ms"])
 
 
+def build_shortlist(run_dir):
+    """`pipelines.build_shortlist` of `run_dir`, unless its shortlist exists."""
+    from convs2s_tf.shortlist import shortlist_path
+
+    if not os.path.isfile(shortlist_path(run_dir)):
+        run_python("-m", "pipelines.build_shortlist", f"--model_dir={run_dir}")
+
+
 def choose_search(options, model_dir):
-    """A trained run's search: {"bleu": {beam: validation BLEU}, "beam": chosen}."""
+    """A student's search with --student_flags: {"bleu": {beam: validation BLEU}, "beam":
+    chosen}, kept in `search.json` (`search_shortlist.json` with --shortlist)."""
+    recipe = options.student_flags
+    if "--shortlist" in recipe:
+        build_shortlist(model_dir)
 
     def bleu(beam):
         arguments = (f"--model_dir={model_dir}", "--split=validation", f"--beam_size={beam}")
-        return last_json(run_python("-m", "pipelines.evaluate", *arguments, "--json")[1])["bleu"]
+        evaluate = ("-m", "pipelines.evaluate", *arguments, *recipe, "--json")
+        return last_json(run_python(*evaluate)[1])["bleu"]
 
     def choose():
         scores = {beam: bleu(beam) for beam in options.beams}
         return {"bleu": scores, "beam": narrowest_beam(scores, options.tolerance)}
 
-    return _json(os.path.join(model_dir, "search.json"), choose)
+    return _json(os.path.join(model_dir, f"search{recipe_tag(recipe)}.json"), choose)
 
 
 def table(results, batch_size):
@@ -207,6 +222,11 @@ def goals(results, student_row, baseline, tolerance):
         "teacher": against("teacher_beam5"),
         "peak_rss_to_import_only": round(ours["peak_rss_mb"] / baseline["peak_rss_mb"], 3),
     }
+
+
+def recipe_tag(student_flags):
+    """The rows' name for the students' flags: "_shortlist" with --shortlist."""
+    return "_shortlist" if "--shortlist" in student_flags else ""
 
 
 class Comparison:
@@ -252,7 +272,9 @@ class Comparison:
         budget.append(f"--anneal_final_minutes={minutes * PILOT_COOLDOWN_SHARE:g}")
         chosen = [] if preset == "config" else [f"--preset={preset}"]
         model_dir, search = self.student(f"pilots/{preset}", data_flagfile, *chosen, *budget)
-        figures = self.export_measured(f"pilot_{preset}", model_dir, search["beam"], validation)
+        recipe = self.options.student_flags
+        name = f"pilot_{preset}{recipe_tag(recipe)}"
+        figures = self.export_measured(name, model_dir, search["beam"], validation, *recipe)
         return dict(figures, search=search)
 
     def measured(self, name, split, time_it, model_path):
@@ -284,12 +306,9 @@ class Comparison:
 
     def teacher_exports(self, teacher, split):
         """The first teacher's exports of --teacher_exports, measured (beam 5)."""
-        from convs2s_tf.shortlist import shortlist_path
-
         names = self.options.teacher_exports
         if any("--shortlist" in TEACHER_EXPORTS[name] for name in names):
-            if not os.path.isfile(shortlist_path(teacher)):
-                run_python("-m", "pipelines.build_shortlist", f"--model_dir={teacher}")
+            build_shortlist(teacher)
         measure = self.export_measured
         return {f"{n}_beam5": measure(n, teacher, 5, split, *TEACHER_EXPORTS[n]) for n in names}
 
@@ -345,16 +364,18 @@ def run(options):
     chosen = [] if preset == "config" else [f"--preset={preset}"]
     test, searches = splits["test"], {}
     results = comparison.teacher_exports(teachers[0], test)
+    recipe, tag = options.student_flags, recipe_tag(options.student_flags)
     for name, flagfile in data.items():
         model_dir, searches[name] = comparison.student(name, flagfile, *chosen)
-        chosen_beam = searches[name]["beam"]
-        for beam in sorted({chosen_beam, 5 if name == "student" else 0} - {0}):
-            results[f"{name}_beam{beam}"] = comparison.export_measured(name, model_dir, beam, test)
-        # Its chosen search with int8 products (AVX-512 VNNI here), beside float32's.
-        int8 = comparison.export_measured(
-            f"{name}_int8", model_dir, chosen_beam, test, "--int8_weights"
-        )
-        results[f"{name}_int8_beam{chosen_beam}"] = int8
+        beam, measure = searches[name]["beam"], comparison.export_measured
+        for b in sorted({beam, 5 if name == "student" else 0} - {0}):
+            results[f"{name}{tag}_beam{b}"] = measure(name + tag, model_dir, b, test, *recipe)
+        # Its chosen search with int8 products (AVX-512 VNNI here), beside float32's, and
+        # the first student without the recipe's flags.
+        int8 = measure(f"{name}_int8{tag}", model_dir, beam, test, "--int8_weights", *recipe)
+        results[f"{name}_int8{tag}_beam{beam}"] = int8
+        if tag and name == "student":
+            results[f"{name}_beam{beam}"] = measure(name, model_dir, beam, test)
     distilled = PreparedData.load(os.path.dirname(os.path.dirname(data["student"])))
     rivals = {"transformer": prepared, "transformer_student": distilled}
     transformers, summaries = comparison.transformers(rivals, test)
@@ -362,8 +383,8 @@ def run(options):
     path = comparison.path("results", "import_only.json")
     baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
     beam = searches["student"]["beam"]
-    reached = goals(results, f"student_beam{beam}", baseline, options.tolerance)
-    reached["int8"] = goals(results, f"student_int8_beam{beam}", baseline, options.tolerance)
+    reached = goals(results, f"student{tag}_beam{beam}", baseline, options.tolerance)
+    reached["int8"] = goals(results, f"student_int8{tag}_beam{beam}", baseline, options.tolerance)
     print(
         f"CPU: {cpu}. Test split; batch 1: the first {options.latency_sentences} requests "
         f"of a fresh process (then warm); batch {options.batch_size}: sorted by length, the "
