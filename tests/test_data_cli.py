@@ -131,16 +131,18 @@ def test_prepare_data_cli_end_to_end(small_corpus, tmp_path):
     assert f"{tmp_path}/absent.en" in missing.stderr
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["multi30k_en_de", "quickstart", "wmt14_en_de", "wmt14_en_fr", "wmt16_en_ro"],
-)
+CONFIG_NAMES = sorted(name[:-4] for name in os.listdir(os.path.join(REPO_ROOT, "configs")))
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_every_config_parses_with_every_pipeline_flag(name, monkeypatch):
+    from convs2s_tf.models import get_family
+
     # Flagfiles name paths relative to the repository root, as in the README.
     monkeypatch.chdir(REPO_ROOT)
     flag_values = parsed(f"--flagfile=configs/{name}.cfg")
     assert flag_values.model_dir.startswith("runs/")
-    assert flag_values.preset in ("multi30k_cpu", "wmt_en_de", "wmt_en_fr", "wmt_en_ro")
+    assert flag_values.preset in get_family(flag_values.family).list_presets()
     if name.startswith("wmt"):
         assert flag_values.vocab_size == 40000
         assert flag_values.dataset.startswith("wmt1")
