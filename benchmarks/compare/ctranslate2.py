@@ -7,19 +7,16 @@ teacher's data and on the same distilled data. One machine, one run.
         [--student_config=configs/student_multi30k.cfg] [--teacher_seeds=1,2]
 
 Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Stages, each kept in
---work_dir (a re-run continues): teachers (`pipelines.train` per seed); their distilled
-data, the first's and the ensemble's (`pipelines.distill`); pilots of --pilots for
---pilot_minutes, measured on validation; students of --student_config on each distilled
-data with the preset of the pilot fastest at batch 1 within --tolerance of the best
-pilot's validation BLEU, each one's search the narrowest of --beams within --tolerance
-(`search.json`, its export's default), pilots and students evaluated and exported with
---student_flags (a shortlist), in float32 and with int8 products;
-Transformers of the teacher's and the distilled data (`benchmarks.compare.transformer`:
-CTranslate2 float32 and int8, beam 5 and greedy). Every translator then runs in a fresh
-process on the test split: the first --latency_sentences requests of one sentence (then
-warm), batches of --batch_size sorted by length, peak memory, BLEU (also lowercased
-`intl`), chrF, size on disk; beside them a process that only imports TensorFlow. Prints
-the tables and the goals' ratios, naming the CPU, then one JSON line.
+--work_dir (a re-run continues): teachers (`pipelines.train` per seed); the distilled
+data of the first and of the ensemble (`pipelines.distill`); --pilots, --pilot_minutes
+each; students of --student_config with the preset of the pilot fastest at batch 1
+within --tolerance of the best pilot's validation BLEU, each searching with the narrowest
+of --beams within --tolerance (its export's default), pilots and students evaluated and
+exported with --student_flags (a shortlist); Transformers of both data
+(`benchmarks.compare.transformer`: CTranslate2 float32 and int8, beam 5 and greedy).
+Every translator then runs in a fresh process on the test split (`Comparison.measured`),
+beside a process that only imports TensorFlow. Prints the tables and the goals' ratios,
+naming the CPU, then one JSON line.
 """
 
 import time
@@ -277,9 +274,29 @@ class Comparison:
         figures = self.export_measured(name, model_dir, search["beam"], validation, *recipe)
         return dict(figures, search=search)
 
+    def student_rows(self, name, data_flagfile, preset_flags, split, results):
+        """Stages 3-4 and their measurements: a student trained and its search chosen
+        (returned), its rows added to `results`: its chosen search (the first student's
+        also at beam 5) with the recipe (--student_flags), in float32 and with int8
+        products (AVX-512 VNNI here); the first student's also without the recipe."""
+        model_dir, search = self.student(name, data_flagfile, *preset_flags)
+        recipe, measure, chosen = self.options.student_flags, self.export_measured, search["beam"]
+        tag = recipe_tag(recipe)
+        for beam in sorted({chosen, 5} if name == "student" else {chosen}):
+            results[f"{name}{tag}_beam{beam}"] = measure(
+                name + tag, model_dir, beam, split, *recipe
+            )
+        int8 = measure(f"{name}_int8{tag}", model_dir, chosen, split, "--int8_weights", *recipe)
+        results[f"{name}_int8{tag}_beam{chosen}"] = int8
+        if tag and name == "student":
+            results[f"{name}_beam{chosen}"] = measure(name, model_dir, chosen, split)
+        return search
+
     def measured(self, name, split, time_it, model_path):
-        """Stage 6 for one translator: the fresh process `time_it(output, split)` times, the
-        scores of its translations and its size."""
+        """Stage 6 for one translator: the fresh process `time_it(output, split)` times (the
+        first --latency_sentences requests of one sentence, then warm; batches of
+        --batch_size sorted by length; peak memory), BLEU (also lowercased `intl`), chrF
+        and size on disk."""
 
         def measure():
             output = self.path("translations", name + ".txt")
@@ -364,18 +381,8 @@ def run(options):
     chosen = [] if preset == "config" else [f"--preset={preset}"]
     test, searches = splits["test"], {}
     results = comparison.teacher_exports(teachers[0], test)
-    recipe, tag = options.student_flags, recipe_tag(options.student_flags)
     for name, flagfile in data.items():
-        model_dir, searches[name] = comparison.student(name, flagfile, *chosen)
-        beam, measure = searches[name]["beam"], comparison.export_measured
-        for b in sorted({beam, 5 if name == "student" else 0} - {0}):
-            results[f"{name}{tag}_beam{b}"] = measure(name + tag, model_dir, b, test, *recipe)
-        # Its chosen search with int8 products (AVX-512 VNNI here), beside float32's, and
-        # the first student without the recipe's flags.
-        int8 = measure(f"{name}_int8{tag}", model_dir, beam, test, "--int8_weights", *recipe)
-        results[f"{name}_int8{tag}_beam{beam}"] = int8
-        if tag and name == "student":
-            results[f"{name}_beam{beam}"] = measure(name, model_dir, beam, test)
+        searches[name] = comparison.student_rows(name, flagfile, chosen, test, results)
     distilled = PreparedData.load(os.path.dirname(os.path.dirname(data["student"])))
     rivals = {"transformer": prepared, "transformer_student": distilled}
     transformers, summaries = comparison.transformers(rivals, test)
@@ -383,6 +390,7 @@ def run(options):
     path = comparison.path("results", "import_only.json")
     baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
     beam = searches["student"]["beam"]
+    tag = recipe_tag(options.student_flags)
     reached = goals(results, f"student{tag}_beam{beam}", baseline, options.tolerance)
     reached["int8"] = goals(results, f"student_int8{tag}_beam{beam}", baseline, options.tolerance)
     print(
