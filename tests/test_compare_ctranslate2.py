@@ -48,8 +48,9 @@ def test_compare_ctranslate2(short_corpus, tmp_path, capsys):
         "--pilot_minutes=5",
         # One beam to choose from (the choice itself: test_the_choices_take_the_fastest...).
         "--beams=5",
-        # One epoch, however slow the machine (a time limit alone could end before the
-        # first epoch's checkpoint on a busy one).
+        # The Transformers: one epoch, however slow the machine (a time limit alone could
+        # end before the first epoch's checkpoint on a busy one); the ConvS2S runs stop at
+        # their two steps.
         "--train_minutes=10",
         "--max_epochs=1",
         "--sentences=8",

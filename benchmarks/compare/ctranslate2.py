@@ -4,10 +4,12 @@ teacher's data and on the same distilled data. One machine, one run.
 
     python -m benchmarks.compare.ctranslate2 [--work_dir=runs/compare_ctranslate2] \\
         [--teacher_config=configs/multi30k_en_de.cfg] \\
-        [--student_config=configs/student_multi30k.cfg] [--teacher_seeds=1,2]
+        [--student_config=configs/student_multi30k.cfg] [--teacher_seeds=1,2] \\
+        [--train_minutes=58]
 
-Needs the `benchmark` extra; hours on 2 cores, alone on the machine. Stages, each kept in
---work_dir (a re-run continues): teachers (`pipelines.train` per seed); the distilled
+Needs the `benchmark` extra; about 8 hours on 2 cores with the defaults (every teacher,
+student and Transformer trains for --train_minutes), alone on the machine. Stages, each
+kept in --work_dir (a re-run continues): teachers (`pipelines.train` per seed); the distilled
 data of the first and of the ensemble (`pipelines.distill`); --pilots, --pilot_minutes
 each; students of --student_config with the preset of the pilot fastest at batch 1
 within --tolerance of the best pilot's validation BLEU, each searching with the narrowest
@@ -58,8 +60,8 @@ TEACHER_EXPORTS = {
     "teacher_int8": ["--int8_weights"],
     "teacher_int8_shortlist": ["--int8_weights", "--shortlist"],
 }
-# The share of a pilot's budget its cooldown takes (the teacher config's: 5 of 58 minutes).
-PILOT_COOLDOWN_SHARE = 0.1
+# The share of a training's budget its cooldown takes (the teacher config's).
+COOLDOWN_SHARE = 5.0 / 58.0
 # A table's columns: (heading, key of the figures, format).
 _COLUMNS = (
     ("BLEU", "bleu", "{:.2f}"),
@@ -89,7 +91,12 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("beams", ["1", "2", "5"], "Searches a student chooses from.", **define)
     flags.DEFINE_float("tolerance", 0.3, "Validation BLEU a narrower beam may lose.", **define)
     flags.DEFINE_list("student_flags", ["--shortlist"], "Students' search flags.", **define)
-    flags.DEFINE_float("train_minutes", 58.0, "Each Transformer's training budget.", **define)
+    flags.DEFINE_float(
+        "train_minutes",
+        58.0,
+        "Each teacher's, student's and Transformer's training budget.",
+        **define,
+    )
     flags.DEFINE_integer("max_epochs", 0, "Transformers' most epochs (0: budget).", **define)
     flags.DEFINE_integer("sentences", 0, "Translate only the first N test sentences.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Sentences sent one at a time.", **define)
@@ -164,9 +171,9 @@ def build_shortlist(run_dir):
         run_python("-m", "pipelines.build_shortlist", f"--model_dir={run_dir}")
 
 
-def choose_search(options, model_dir):
-    """A student's search with --student_flags: {"bleu": {beam: validation BLEU}, "beam":
-    chosen}, kept in `search.json` (`search_shortlist.json` with --shortlist)."""
+def choose_search(options, model_dir, tag):
+    """A student's search with --student_flags (rows' name `tag`): {"bleu": {beam:
+    validation BLEU}, "beam": chosen}, kept in `search{tag}.json`."""
     recipe = options.student_flags
     if "--shortlist" in recipe:
         build_shortlist(model_dir)
@@ -180,7 +187,7 @@ def choose_search(options, model_dir):
         scores = {beam: bleu(beam) for beam in options.beams}
         return {"bleu": scores, "beam": narrowest_beam(scores, options.tolerance)}
 
-    return _json(os.path.join(model_dir, f"search{recipe_tag(recipe)}.json"), choose)
+    return _json(os.path.join(model_dir, f"search{tag}.json"), choose)
 
 
 def table(results, batch_size):
@@ -221,6 +228,15 @@ def goals(results, student_row, baseline, tolerance):
     }
 
 
+def budget_flags(minutes):
+    """`pipelines.train`'s flags for a budget of `minutes`, the last `COOLDOWN_SHARE` of it
+    at the shrunk learning rate."""
+    return [
+        f"--max_train_minutes={minutes:g}",
+        f"--anneal_final_minutes={minutes * COOLDOWN_SHARE:.2f}",
+    ]
+
+
 def recipe_tag(student_flags):
     """The rows' name for the students' flags: "_shortlist" with --shortlist."""
     return "_shortlist" if "--shortlist" in student_flags else ""
@@ -231,6 +247,8 @@ class Comparison:
 
     def __init__(self, options):
         self.options, self.work = options, options.work_dir
+        # The students' search flags and the name their rows carry.
+        self.recipe, self.tag = options.student_flags, recipe_tag(options.student_flags)
 
     def path(self, *parts):
         return os.path.join(self.work, *parts)
@@ -238,8 +256,11 @@ class Comparison:
     def teachers_and_data(self):
         """Stages 1 and 2: the teacher runs and {student name: its data's flagfile}."""
         config = self.options.teacher_config
+        budget = budget_flags(self.options.train_minutes)
         teachers = [
-            train(self.path(f"teacher_seed{seed}"), f"--flagfile={config}", f"--seed={seed}")
+            train(
+                self.path(f"teacher_seed{seed}"), f"--flagfile={config}", f"--seed={seed}", *budget
+            )
             for seed in self.options.teacher_seeds
         ]
         data = {"student": distill(teachers[:1], config, self.path("distilled"))}
@@ -256,22 +277,26 @@ class Comparison:
             splits[split] = TestSplit(prepared, self.path(split), *settings)
         return splits
 
-    def student(self, name, data_flagfile, *flags_):
-        """Stage 3 or 4: a student trained, its search chosen; (run, search)."""
+    def student(self, name, data_flagfile, *flags_, minutes=None):
+        """Stage 3 or 4: a student trained for `minutes` (None: --train_minutes), its search
+        chosen; (run, search)."""
         student_config = f"--flagfile={self.options.student_config}"
-        model_dir = train(self.path(name), student_config, f"--flagfile={data_flagfile}", *flags_)
-        return model_dir, choose_search(self.options, model_dir)
+        data, budget = f"--flagfile={data_flagfile}", budget_flags(
+            minutes or self.options.train_minutes
+        )
+        model_dir = train(self.path(name), student_config, data, *flags_, *budget)
+        return model_dir, choose_search(self.options, model_dir, self.tag)
 
     def pilot(self, preset, data_flagfile, validation):
         """Stage 3: one pilot ("config": the student config's own model)."""
-        minutes = self.options.pilot_minutes
-        budget = [f"--max_train_minutes={minutes:g}"]
-        budget.append(f"--anneal_final_minutes={minutes * PILOT_COOLDOWN_SHARE:g}")
-        chosen = [] if preset == "config" else [f"--preset={preset}"]
-        model_dir, search = self.student(f"pilots/{preset}", data_flagfile, *chosen, *budget)
-        recipe = self.options.student_flags
-        name = f"pilot_{preset}{recipe_tag(recipe)}"
-        figures = self.export_measured(name, model_dir, search["beam"], validation, *recipe)
+        chosen, minutes = (
+            [] if preset == "config" else [f"--preset={preset}"]
+        ), self.options.pilot_minutes
+        model_dir, search = self.student(
+            f"pilots/{preset}", data_flagfile, *chosen, minutes=minutes
+        )
+        name, beam = f"pilot_{preset}{self.tag}", search["beam"]
+        figures = self.export_measured(name, model_dir, beam, validation, *self.recipe)
         return dict(figures, search=search)
 
     def student_rows(self, name, data_flagfile, preset_flags, split, results):
@@ -280,8 +305,7 @@ class Comparison:
         also at beam 5) with the recipe (--student_flags), in float32 and with int8
         products (AVX-512 VNNI here); the first student's also without the recipe."""
         model_dir, search = self.student(name, data_flagfile, *preset_flags)
-        recipe, measure, chosen = self.options.student_flags, self.export_measured, search["beam"]
-        tag = recipe_tag(recipe)
+        recipe, tag, measure, chosen = self.recipe, self.tag, self.export_measured, search["beam"]
         for beam in sorted({chosen, 5} if name == "student" else {chosen}):
             results[f"{name}{tag}_beam{beam}"] = measure(
                 name + tag, model_dir, beam, split, *recipe
@@ -390,7 +414,7 @@ def run(options):
     path = comparison.path("results", "import_only.json")
     baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
     beam = searches["student"]["beam"]
-    tag = recipe_tag(options.student_flags)
+    tag = comparison.tag
     reached = goals(results, f"student{tag}_beam{beam}", baseline, options.tolerance)
     reached["int8"] = goals(results, f"student_int8{tag}_beam{beam}", baseline, options.tolerance)
     print(

@@ -122,8 +122,9 @@ def training_summary(log):
 
 def train(prepared, work_dir, minutes, seed, threads, max_epochs=0):
     """The recipe trained on `prepared` (a `PreparedData`) into `work_dir` for at most
-    `minutes` (and `max_epochs` epochs; 0: no limit) or until 10 epochs without a better
-    validation loss, its last epochs averaged; skipped when `work_dir` holds a summary.
+    `minutes` of training (and `max_epochs` epochs; 0: no limit) or until 10 epochs without
+    a better validation loss, its last epochs averaged; skipped when `work_dir` holds a
+    summary, resumed from its last epoch's checkpoint when interrupted.
     Returns the averaged checkpoint, fairseq's data directory and the training summary."""
     save_dir, data_bin = os.path.join(work_dir, "checkpoints"), os.path.join(work_dir, "data_bin")
     summary_path = os.path.join(work_dir, "summary.json")
@@ -131,6 +132,8 @@ def train(prepared, work_dir, minutes, seed, threads, max_epochs=0):
         os.makedirs(save_dir, exist_ok=True)
         write_data(prepared, work_dir, splits=("train", "validation"))
         print(f"training the Transformer of {work_dir} for {minutes:g} minutes", flush=True)
+        # fairseq counts --stop-time-hours against the training time its checkpoints carry
+        # (`previous_training_time`), so a resumed run keeps the one budget.
         budget = [f"--stop-time-hours={minutes / 60.0}", f"--max-epoch={max_epochs}"]
         budget += [f"--seed={seed}", f"--save-dir={save_dir}"]
         budget.append(f"--keep-last-epochs={AVERAGED_CHECKPOINTS}")
