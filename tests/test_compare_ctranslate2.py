@@ -11,7 +11,7 @@ from absl import flags
 from helpers.corpora import TINY_MODEL_FLAGS, local_corpus_flags
 
 from benchmarks.compare import ctranslate2
-from benchmarks.compare.ctranslate2 import fastest_pilot, narrowest_beam
+from benchmarks.compare.distillation_stages import fastest_pilot, narrowest_beam
 
 # The tiny runs' settings: two updates, no validation search, short hypotheses.
 TINY_RUN = [

@@ -47,8 +47,17 @@ from benchmarks import (  # noqa: E402
     run_timed,
 )
 from benchmarks.compare import transformer  # noqa: E402
+from benchmarks.compare.distillation_stages import (  # noqa: E402
+    budget_flags,
+    build_shortlist,
+    choose_search,
+    distill,
+    fastest_pilot,
+    recipe_tag,
+    stage_json,
+    train,
+)
 from benchmarks.translate_speed import time_export  # noqa: E402
-from convs2s_tf.atomic_files import write_text_atomically  # noqa: E402
 
 DEFAULT_PILOTS = ["multi30k_student_d1", "multi30k_student_d2", "multi30k_student_d1_wide"]
 # The teacher's exports: name -> pipelines.export flags.
@@ -60,8 +69,6 @@ TEACHER_EXPORTS = {
     "teacher_int8": ["--int8_weights"],
     "teacher_int8_shortlist": ["--int8_weights", "--shortlist"],
 }
-# The share of a training's budget its cooldown takes (the teacher config's).
-COOLDOWN_SHARE = 5.0 / 58.0
 # A table's columns: (heading, key of the figures, format).
 _COLUMNS = (
     ("BLEU", "bleu", "{:.2f}"),
@@ -113,83 +120,6 @@ def define_flags(flag_values=flags.FLAGS):
     define_child_flags(flag_values)
 
 
-def _json(path, make):
-    """The JSON object in `path`, made by `make()` and written there first if missing."""
-    if not os.path.isfile(path):
-        write_text_atomically(path, [json.dumps(make())])
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def train(model_dir, *flags_):
-    """`pipelines.train` with `flags_` into `model_dir` (which resumes an interrupted run),
-    unless `model_dir.json` records it finished; its console appended to `model_dir.log`."""
-
-    def run_training():
-        print(f"training {model_dir}", flush=True)
-        arguments = ("-m", "pipelines.train", *flags_, f"--model_dir={model_dir}")
-        seconds, stdout, stderr = run_python(*arguments)
-        with open(model_dir + ".log", "a", encoding="utf-8") as f:
-            f.write(stdout + stderr)
-        return {"last_process_seconds": round(seconds)}
-
-    _json(model_dir + ".json", run_training)
-    return model_dir
-
-
-def distill(teachers, config, output_dir):
-    """`pipelines.distill` of the teacher runs into `output_dir` (which resumes); returns
-    the data's flagfile."""
-    flagfile = os.path.join(output_dir, "distillation", "data.cfg")
-    if not os.path.isfile(flagfile):
-        print(f"distilling {output_dir}", flush=True)
-        teacher = f"--model_dir={','.join(teachers)}"
-        arguments = (f"--flagfile={config}", teacher, f"--output_data_dir={output_dir}")
-        run_python("-m", "pipelines.distill", *arguments, "--noprogress_bar")
-    return flagfile
-
-
-def narrowest_beam(scores, tolerance):
-    """The narrowest beam whose BLEU (`scores`: {beam: BLEU}) is within `tolerance` of the
-    best."""
-    return min(int(b) for b, score in scores.items() if score >= max(scores.values()) - tolerance)
-
-
-def fastest_pilot(pilots, tolerance):
-    """The pilot (`pilots`: {preset: figures}) fastest at batch 1 among those whose BLEU is
-    within `tolerance` of the best."""
-    best = max(figures["bleu"] for figures in pilots.values())
-    eligible = [name for name, figures in pilots.items() if figures["bleu"] >= best - tolerance]
-    return min(eligible, key=lambda name: pilots[name]["batch1_mean_ms"])
-
-
-def build_shortlist(run_dir):
-    """`pipelines.build_shortlist` of `run_dir`, unless its shortlist exists."""
-    from convs2s_tf.shortlist import shortlist_path
-
-    if not os.path.isfile(shortlist_path(run_dir)):
-        run_python("-m", "pipelines.build_shortlist", f"--model_dir={run_dir}")
-
-
-def choose_search(options, model_dir, tag):
-    """A student's search with --student_flags (rows' name `tag`): {"bleu": {beam:
-    validation BLEU}, "beam": chosen}, kept in `search{tag}.json`."""
-    recipe = options.student_flags
-    if "--shortlist" in recipe:
-        build_shortlist(model_dir)
-
-    def bleu(beam):
-        arguments = (f"--model_dir={model_dir}", "--split=validation", f"--beam_size={beam}")
-        evaluate = ("-m", "pipelines.evaluate", *arguments, *recipe, "--json")
-        return last_json(run_python(*evaluate)[1])["bleu"]
-
-    def choose():
-        scores = {beam: bleu(beam) for beam in options.beams}
-        return {"bleu": scores, "beam": narrowest_beam(scores, options.tolerance)}
-
-    return _json(os.path.join(model_dir, f"search{tag}.json"), choose)
-
-
 def table(results, batch_size):
     """Translators' figures as a Markdown table."""
     header = ["translator", *(label.format(batch=batch_size) for label, _, _ in _COLUMNS)]
@@ -226,20 +156,6 @@ def goals(results, student_row, baseline, tolerance):
         "teacher": against("teacher_beam5"),
         "peak_rss_to_import_only": round(ours["peak_rss_mb"] / baseline["peak_rss_mb"], 3),
     }
-
-
-def budget_flags(minutes):
-    """`pipelines.train`'s flags for a budget of `minutes`, the last `COOLDOWN_SHARE` of it
-    at the shrunk learning rate."""
-    return [
-        f"--max_train_minutes={minutes:g}",
-        f"--anneal_final_minutes={minutes * COOLDOWN_SHARE:.2f}",
-    ]
-
-
-def recipe_tag(student_flags):
-    """The rows' name for the students' flags: "_shortlist" with --shortlist."""
-    return "_shortlist" if "--shortlist" in student_flags else ""
 
 
 class Comparison:
@@ -280,18 +196,16 @@ class Comparison:
     def student(self, name, data_flagfile, *flags_, minutes=None):
         """Stage 3 or 4: a student trained for `minutes` (None: --train_minutes), its search
         chosen; (run, search)."""
-        student_config = f"--flagfile={self.options.student_config}"
-        data, budget = f"--flagfile={data_flagfile}", budget_flags(
-            minutes or self.options.train_minutes
-        )
-        model_dir = train(self.path(name), student_config, data, *flags_, *budget)
-        return model_dir, choose_search(self.options, model_dir, self.tag)
+        options = self.options
+        config, data = f"--flagfile={options.student_config}", f"--flagfile={data_flagfile}"
+        budget = budget_flags(minutes or options.train_minutes)
+        model_dir = train(self.path(name), config, data, *flags_, *budget)
+        return model_dir, choose_search(model_dir, self.recipe, options.beams, options.tolerance)
 
     def pilot(self, preset, data_flagfile, validation):
         """Stage 3: one pilot ("config": the student config's own model)."""
-        chosen, minutes = (
-            [] if preset == "config" else [f"--preset={preset}"]
-        ), self.options.pilot_minutes
+        chosen = [] if preset == "config" else [f"--preset={preset}"]
+        minutes = self.options.pilot_minutes
         model_dir, search = self.student(
             f"pilots/{preset}", data_flagfile, *chosen, minutes=minutes
         )
@@ -330,7 +244,7 @@ class Comparison:
             figures["size_mb"] = round(directory_bytes(model_path) / 2**20, 1)
             return figures
 
-        figures = _json(self.path("results", name + ".json"), measure)
+        figures = stage_json(self.path("results", name + ".json"), measure)
         print(f"{name}: {json.dumps(figures)}", flush=True)
         return figures
 
@@ -412,7 +326,9 @@ def run(options):
     transformers, summaries = comparison.transformers(rivals, test)
     results.update(transformers)
     path = comparison.path("results", "import_only.json")
-    baseline = _json(path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])})
+    baseline = stage_json(
+        path, lambda: {"peak_rss_mb": last_json(run_python("-c", _IMPORT_ONLY)[1])}
+    )
     beam = searches["student"]["beam"]
     tag = comparison.tag
     reached = goals(results, f"student{tag}_beam{beam}", baseline, options.tolerance)
