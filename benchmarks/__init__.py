@@ -17,6 +17,8 @@ FLAGFILE = os.path.join(ROOT, "configs", "multi30k_en_de.cfg")
 # The interpreter command of the benchmarks' child processes: this interpreter (the test
 # suite points it at its fork server, which starts them with TensorFlow imported).
 PYTHON = (sys.executable,)
+# The share of a time budget at the shrunk learning rate (the default config's).
+COOLDOWN_SHARE = 5.0 / 58.0
 _CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
@@ -77,6 +79,15 @@ def run_timed(command, cwd=ROOT, env=None):
 def python(*arguments):
     """The command `python ARGUMENTS...` of a child process (`PYTHON`)."""
     return [*PYTHON, *map(str, arguments)]
+
+
+def training_budget(minutes):
+    """`pipelines.train`'s time budget of `minutes`, {flag: value}: the last `COOLDOWN_SHARE`
+    of it at the shrunk learning rate, as the default config's 5 of 58 minutes."""
+    return {
+        "max_train_minutes": minutes,
+        "anneal_final_minutes": round(minutes * COOLDOWN_SHARE, 2),
+    }
 
 
 def run_python(*arguments):

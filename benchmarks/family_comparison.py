@@ -1,9 +1,10 @@
 """ConvS2S against PoseNet for one seed: the arms trained one after the other on this
-machine in their configs' budget, then scored and timed the same way.
+machine in their configs' budget (or all in --train_minutes), then scored and timed the
+same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
         [--arms=convs2s:configs/multi30k_en_de.cfg,posenet_post:...,posenet_pre:...] \\
-        [--equal_updates=posenet_post] [--nobuckets]
+        [--equal_updates=posenet_post] [--train_minutes=0] [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
 into `RUNS_DIR/NAME_seedSEED` (its console in `.log`; an arm whose `.train.json` records
@@ -22,7 +23,7 @@ import os
 
 from absl import app, flags
 
-from benchmarks import ROOT, cpu_description, last_json, main, run_python
+from benchmarks import ROOT, cpu_description, last_json, main, run_python, training_budget
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     equal_updates_budget,
@@ -47,6 +48,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("arms", DEFAULT_ARMS, arms, **define)
     equal = "Arms also trained to the first arm's updates (`NAME_updates`)."
     flags.DEFINE_list("equal_updates", ["posenet_post"], equal, **define)
+    budget = "Every arm's training minutes (0: its config's budget); equal-updates arms scale it."
+    flags.DEFINE_float("train_minutes", 0.0, budget, **define)
     runs_dir = os.path.join(ROOT, "runs", "family_comparison")
     flags.DEFINE_string("runs_dir", runs_dir, "Where the runs are written.", **define)
     flags.DEFINE_integer("beam_size", 5, "Beam of the test score.", **define)
@@ -129,19 +132,22 @@ def run(options):
     FLAGS = options  # the functions above read the options from here
     runs_dir = os.path.abspath(FLAGS.runs_dir)
     os.makedirs(runs_dir, exist_ok=True)
-    arms = {}
+    arms, budget = {}, training_budget(FLAGS.train_minutes) if FLAGS.train_minutes else {}
     for arm in FLAGS.arms:
         name, _, flagfile = arm.partition(":")
         if not name or not flagfile or not os.path.isfile(os.path.join(ROOT, flagfile)):
             raise app.UsageError(f"--arms takes name:flagfile with an existing file; got {arm!r}.")
         model_dir = os.path.join(runs_dir, f"{name}_seed{FLAGS.seed}")
-        arms[name] = arm_figures(name, flagfile, model_dir)
+        arms[name] = arm_figures(name, flagfile, model_dir, budget)
         if name in FLAGS.equal_updates and len(arms) > 1:
             first = next(iter(arms.values()))
-            text, updates = expanded_flagfile(flagfile, ROOT), arms[name]["updates"]
-            budget = equal_updates_budget(text, first["updates"], updates)
+            # The equal-time budget, --train_minutes's flags after the flagfile's.
+            text = expanded_flagfile(flagfile, ROOT) + "".join(
+                f"--{k}={v}\n" for k, v in budget.items()
+            )
+            stretched = equal_updates_budget(text, first["updates"], arms[name]["updates"])
             updates_dir = os.path.join(runs_dir, f"{name}_updates_seed{FLAGS.seed}")
-            arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, budget)
+            arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, stretched)
     cpu = cpu_description()
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))

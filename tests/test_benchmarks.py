@@ -182,6 +182,8 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         "--seed=3",
         f"--arms=tiny:{config}",
         f"--runs_dir={tmp_path / 'runs'}",
+        # A budget for every arm (the epoch ends the run first).
+        "--train_minutes=10",
         "--latency_sentences=2",
         "--batch_size=64",
         # The buckets are tested with the export (tests/test_export.py); here their

@@ -7,11 +7,8 @@ chosen on validation; and the rules that choose a student's shape and search.
 import json
 import os
 
-from benchmarks import last_json, run_python
+from benchmarks import last_json, run_python, training_budget
 from convs2s_tf.atomic_files import write_text_atomically
-
-# The share of a training's budget its cooldown takes (the teacher config's: 5 of 58 minutes).
-COOLDOWN_SHARE = 5.0 / 58.0
 
 
 def stage_json(path, make):
@@ -92,12 +89,8 @@ def choose_search(model_dir, recipe, beams, tolerance):
 
 
 def budget_flags(minutes):
-    """`pipelines.train`'s flags for a budget of `minutes`, the last `COOLDOWN_SHARE` of it
-    at the shrunk learning rate."""
-    return [
-        f"--max_train_minutes={minutes:g}",
-        f"--anneal_final_minutes={minutes * COOLDOWN_SHARE:.2f}",
-    ]
+    """`pipelines.train`'s flags for a budget of `minutes` (`benchmarks.training_budget`)."""
+    return [f"--{name}={value:g}" for name, value in training_budget(minutes).items()]
 
 
 def recipe_tag(student_flags):
