@@ -33,11 +33,14 @@ RECIPE = (
     "--encoder-attention-heads=4", "--decoder-attention-heads=4",
     "--share-all-embeddings", "--dropout=0.3",
     "--optimizer=adam", "--adam-betas=(0.9, 0.98)", "--lr=0.005", "--lr-scheduler=inverse_sqrt",
-    "--warmup-updates=2000", "--warmup-init-lr=1e-07", "--weight-decay=0.0", "--clip-norm=0.0",
+    "--warmup-init-lr=1e-07", "--weight-decay=0.0", "--clip-norm=0.0",
     "--criterion=label_smoothed_cross_entropy", "--label-smoothing=0.1",
     "--max-tokens=4096", "--patience=10",
 )
 # fmt: on
+# The recipe's budget; a shorter one scales the warm-up and the epochs averaged with it.
+RECIPE_MINUTES = 58.0
+WARMUP_UPDATES = 2000
 AVERAGED_CHECKPOINTS = 10
 AVERAGED_NAME = "averaged.pt"
 _EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt$")
@@ -78,16 +81,24 @@ def child(options, process_start):
     return time_fresh_process(load, options, process_start)[1]
 
 
-def average(save_dir):
-    """Averages the parameters of the last `AVERAGED_CHECKPOINTS` epoch checkpoints into
-    `save_dir/averaged.pt` (the first's other state kept, as fairseq's own averaging
-    script does); returns its path and the epochs averaged. Raises FileNotFoundError if
-    `save_dir` holds no epoch checkpoint."""
+def scaled_schedule(minutes):
+    """The warm-up updates and the epochs averaged for a budget of `minutes`: the recipe's
+    (2,000 and 10 in 58 minutes) in proportion, so that a short run is not still warming up
+    and does not average its first epochs (at least 1 of each)."""
+    share = min(minutes / RECIPE_MINUTES, 1.0)
+    return max(1, round(WARMUP_UPDATES * share)), max(1, int(AVERAGED_CHECKPOINTS * share))
+
+
+def average(save_dir, last=AVERAGED_CHECKPOINTS):
+    """Averages the parameters of the `last` epoch checkpoints into `save_dir/averaged.pt`
+    (the first's other state kept, as fairseq's own averaging script does); returns its
+    path and the epochs averaged. Raises FileNotFoundError if `save_dir` holds no epoch
+    checkpoint."""
     import torch
 
     paths = glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
     found = sorted((int(m.group(1)), p) for p in paths if (m := _EPOCH_CHECKPOINT.search(p)))
-    found = found[-AVERAGED_CHECKPOINTS:]
+    found = found[-last:]
     if not found:
         raise FileNotFoundError(f"{save_dir} holds no epoch checkpoint (checkpointN.pt).")
     epochs, paths = [epoch for epoch, _ in found], [path for _, path in found]
@@ -134,15 +145,16 @@ def train(prepared, work_dir, minutes, seed, threads, max_epochs=0):
         print(f"training the Transformer of {work_dir} for {minutes:g} minutes", flush=True)
         # fairseq counts --stop-time-hours against the training time its checkpoints carry
         # (`previous_training_time`), so a resumed run keeps the one budget.
+        warmup, averaged = scaled_schedule(minutes)
         budget = [f"--stop-time-hours={minutes / 60.0}", f"--max-epoch={max_epochs}"]
-        budget += [f"--seed={seed}", f"--save-dir={save_dir}"]
-        budget.append(f"--keep-last-epochs={AVERAGED_CHECKPOINTS}")
+        budget += [f"--seed={seed}", f"--save-dir={save_dir}", f"--warmup-updates={warmup}"]
+        budget.append(f"--keep-last-epochs={averaged}")
         languages = (prepared.source_lang, prepared.target_lang)
         command = fairseq_train_command(data_bin, languages, *RECIPE, *budget, log_interval=50)
         seconds, stdout, stderr = run_timed(command, save_dir, environment(threads))
         with open(os.path.join(save_dir, "train.log"), "w", encoding="utf-8") as f:
             f.write(stdout + stderr)
-        _, epochs = average(save_dir)
+        _, epochs = average(save_dir, averaged)
         summary = training_summary(stdout + stderr)
         summary.update(wall_seconds=round(seconds), averaged_epochs=epochs)
         with open(summary_path, "w", encoding="utf-8") as f:
