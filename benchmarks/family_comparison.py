@@ -4,17 +4,20 @@ same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
         [--arms=convs2s:configs/multi30k_en_de.cfg,posenet_post:...,posenet_pre:...] \\
-        [--equal_updates=posenet_post] [--train_minutes=0] [--nobuckets]
+        [--equal_updates=posenet_post] [--train_minutes=0] [--train_flags=] [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
 into `RUNS_DIR/NAME_seedSEED` (its console in `.log`; an arm whose `.train.json` records
-a finished training is scored again, not retrained), timed; `pipelines.evaluate` on the
+a finished training is not retrained, one whose `.json` holds its figures is not measured
+again: a re-run continues), timed; `pipelines.evaluate` on the
 test split at --beam_size (sacreBLEU BLEU and chrF, lowercased `intl` BLEU, approx BLEU
 padded and not); `benchmarks.translate_speed`'s fresh process of the default export
 (batch-1 mean over the first --latency_sentences, first-pass sentences/s at
 --batch_size). With them: trainable parameters, updates, epochs and the median of the
 epochs' target tokens/s. An arm of --equal_updates also trains as `NAME_updates`, its
 budget and final annealing stretched to the first arm's updates at its equal-time rate.
+--train_flags go to every training after its flagfile's (on a CPU without bfloat16
+instructions, `--train_flags=--training_dtype=float32`: the configs train in bfloat16).
 Prints a table naming the CPU, then one JSON line; a seed's arms share one machine.
 """
 
@@ -50,6 +53,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_list("equal_updates", ["posenet_post"], equal, **define)
     budget = "Every arm's training minutes (0: its config's budget); equal-updates arms scale it."
     flags.DEFINE_float("train_minutes", 0.0, budget, **define)
+    extra = "Flags of every arm's training, after its flagfile's (e.g. --training_dtype=float32)."
+    flags.DEFINE_list("train_flags", [], extra, **define)
     runs_dir = os.path.join(ROOT, "runs", "family_comparison")
     flags.DEFINE_string("runs_dir", runs_dir, "Where the runs are written.", **define)
     flags.DEFINE_integer("beam_size", 5, "Beam of the test score.", **define)
@@ -80,6 +85,7 @@ def train(flagfile, model_dir, budget=None):
             seconds = json.load(f)["train_seconds"]
     else:
         command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
+        command += FLAGS.train_flags
         command += [f"--{name}={value}" for name, value in (budget or {}).items()]
         seconds, stdout, stderr = run_python("-m", *command, f"--seed={FLAGS.seed}")
         with open(log_path, "w", encoding="utf-8") as f:
@@ -117,11 +123,19 @@ def speed(model_dir):
 
 
 def arm_figures(name, flagfile, model_dir, budget=None):
-    """Trains, scores and times one arm; returns its figures."""
-    print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
-    figures = train(flagfile, model_dir, budget)
-    figures.update(score(model_dir))
-    figures.update(speed(model_dir))
+    """Trains, scores and times one arm (unless `MODEL_DIR.json` holds its figures);
+    returns its figures."""
+    figures_path = f"{model_dir}.json"
+    if os.path.exists(figures_path):
+        with open(figures_path, encoding="utf-8") as f:
+            figures = json.load(f)
+    else:
+        print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
+        figures = train(flagfile, model_dir, budget)
+        figures.update(score(model_dir))
+        figures.update(speed(model_dir))
+        with open(figures_path, "w", encoding="utf-8") as f:
+            json.dump(figures, f)
     print(f"{name}: {json.dumps(figures)}", flush=True)
     return figures
 

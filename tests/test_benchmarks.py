@@ -165,7 +165,7 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
                 f"--data_dir={tmp_path / 'data'}",
                 *local_corpus_flags(corpus),
                 *TINY_MODEL_FLAGS,
-                "--max_epochs=1",
+                "--max_epochs=2",
                 "--max_tokens=1000",
                 "--valid_beam_size=0",
                 "--test_beam_size=0",
@@ -184,6 +184,8 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         f"--runs_dir={tmp_path / 'runs'}",
         # A budget for every arm (the epoch ends the run first).
         "--train_minutes=10",
+        # After the flagfile's: one epoch of its two.
+        "--train_flags=--max_epochs=1,--training_dtype=float32",
         "--latency_sentences=2",
         "--batch_size=64",
         # The buckets are tested with the export (tests/test_export.py); here their
