@@ -27,6 +27,7 @@ import os
 from absl import app, flags
 
 from benchmarks import ROOT, cpu_description, last_json, main, run_python, training_budget
+from benchmarks.compare.distillation_stages import stage_json
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     equal_updates_budget,
@@ -125,17 +126,14 @@ def speed(model_dir):
 def arm_figures(name, flagfile, model_dir, budget=None):
     """Trains, scores and times one arm (unless `MODEL_DIR.json` holds its figures);
     returns its figures."""
-    figures_path = f"{model_dir}.json"
-    if os.path.exists(figures_path):
-        with open(figures_path, encoding="utf-8") as f:
-            figures = json.load(f)
-    else:
+
+    def measure():
         print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
         figures = train(flagfile, model_dir, budget)
         figures.update(score(model_dir))
-        figures.update(speed(model_dir))
-        with open(figures_path, "w", encoding="utf-8") as f:
-            json.dump(figures, f)
+        return {**figures, **speed(model_dir)}
+
+    figures = stage_json(f"{model_dir}.json", measure)
     print(f"{name}: {json.dumps(figures)}", flush=True)
     return figures
 
