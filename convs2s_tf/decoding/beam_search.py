@@ -248,6 +248,7 @@ def search_loop(
     max_steps: int | tf.Tensor,
     compile_step: bool | None = None,
     vocabulary: OutputVocabulary | None = None,
+    grow: bool | None = None,
 ) -> BeamState:
     """Steps from `state` until every sentence is done or `max_steps` steps are taken.
 
@@ -263,6 +264,9 @@ def search_loop(
         compile_step: XLA-compile each step on its own (default `constants.xla`); False
             when the whole loop is compiled.
         vocabulary: The `OutputVocabulary` of a shortlist, or None.
+        grow: Whether a growing state grows (default: unless `compile_step` is False);
+            True with `compile_step=False`: a column a step in a graph-mode loop of
+            fixed-shape steps (a compiled loop's state, searched on).
 
     Returns:
         The `BeamState` after the last step.
@@ -270,7 +274,7 @@ def search_loop(
     step = search_step_function(decoder, constants, compile_step, vocabulary)
     compiled = constants.xla if compile_step is None else compile_step
     # (A compiled loop's caller sizes the state.)
-    growing = compile_step is not False and grows(decoder, state.cache)
+    growing = (compile_step is not False if grow is None else grow) and grows(decoder, state.cache)
 
     def room(state: BeamState) -> tf.Tensor:
         if not compiled:

@@ -29,7 +29,13 @@ from convs2s_tf.decoding.beam_search import (
     round_up,
     search_loop,
 )
-from convs2s_tf.decoding.beam_state import FinishedHypotheses, SearchOutput, initial_beam_state
+from convs2s_tf.decoding.beam_state import (
+    BeamState,
+    FinishedHypotheses,
+    SearchOutput,
+    initial_beam_state,
+)
+from convs2s_tf.decoding.growing_state import grows
 from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
@@ -139,8 +145,11 @@ class BucketedSearch:
 
     Attributes:
         compiled_loop: The XLA-compiled search of one bucket, `(encoder_output,
-            max_lengths, active, vocabulary) -> FinishedHypotheses`, its inputs padded to
-            the bucket (`pad_rows_and_positions`).
+            max_lengths, active, vocabulary) -> BeamState`, its inputs padded to the
+            bucket (`pad_rows_and_positions`).
+        state_width: Positions a growing decoder state (`growing_state`) holds in the
+            compiled loop: the bucket's source width. A search that needs more steps
+            goes on in graph mode from where the compiled loop stopped.
     """
 
     def __init__(
@@ -174,6 +183,13 @@ class BucketedSearch:
             decoder.max_length - 1,
         )
         self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
+        # Every compiled step writes, reorders and attends over the whole of a growing
+        # state (self-attention keys and values): sized for the bucket's sources rather
+        # than the length limit, as few translations outgrow their source's bucket (one
+        # sentence, beam 5, PoseNet: 77 ms at 208 columns, 55 at 32; docs/posenet.md).
+        self.state_width = min(
+            self.history_width, round_up(self.buckets.source_length, XLA_SOURCE_MULTIPLE)
+        )
         self.compiled_loop = tf.function(self._search_loop, jit_compile=True, autograph=False)
 
     def __call__(self, source: tf.Tensor, nbest: int = 1) -> SearchOutput:
@@ -226,7 +242,9 @@ class BucketedSearch:
                     source_axes,
                 )
                 lengths = tf.ensure_shape(tf.pad(max_lengths, [[0, rows - batch]]), [rows])
-                finished = self.compiled_loop(padded, lengths, tf.range(rows) < batch, vocabulary)
+                active = tf.range(rows) < batch
+                state = self.compiled_loop(padded, lengths, active, vocabulary)
+                finished = self._go_on_in_graph_mode(state, lengths, active, vocabulary)
                 return tf.nest.map_structure(lambda t: t[:batch], finished)
 
             return run
@@ -242,8 +260,9 @@ class BucketedSearch:
         max_lengths: tf.Tensor,
         active: tf.Tensor,
         vocabulary: OutputVocabulary | None = None,
-    ) -> FinishedHypotheses:
-        """The search of one bucket (the XLA computation): its finished hypotheses."""
+    ) -> BeamState:
+        """The search of one bucket (the XLA computation): its state when every sentence
+        is done, or when a growing decoder state is full (`state_width`)."""
         constants = self.constants
         rows = max_lengths.shape[0]
         # Made inside the XLA computation: the kernels are its tensors.
@@ -252,18 +271,44 @@ class BucketedSearch:
             constants.beam_size,
             encoder_output=encoder_output,
             max_lengths=max_lengths,
-            # At the history's width: one loop. Phases of growing widths (one loop each,
-            # as `phase_widths` gives) run in process, but a SavedModel's XLA program of
-            # several loops fails to load (tf2xla finds no body function for the second).
-            cache=decoder.initial_state(rows * constants.beam_size, self.history_width),
+            # One width: phases of growing widths (one loop each, as `phase_widths`
+            # gives) run in process, but a SavedModel's XLA program of several loops
+            # fails to load (tf2xla finds no body function for the second).
+            cache=decoder.initial_state(rows * constants.beam_size, self.state_width),
             width=self.history_width,
             source_length=self.buckets.source_length,
         )
         # Padded rows start done: the loop never waits for them.
         state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
         max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
-        state = search_loop(
+        if grows(decoder, state.cache):  # step `state_width - 1` writes the last column
+            max_steps = tf.minimum(max_steps, self.state_width)
+        return search_loop(
             decoder, constants, state, max_steps, compile_step=False, vocabulary=vocabulary
+        )
+
+    def _go_on_in_graph_mode(
+        self,
+        state: BeamState,
+        max_lengths: tf.Tensor,
+        active: tf.Tensor,
+        vocabulary: OutputVocabulary | None,
+    ) -> FinishedHypotheses:
+        """The finished hypotheses of a compiled loop's `state`, searched on in graph mode
+        (its growing state a column a step) if it stopped with a full growing state."""
+        decoder = make_inference_model(self.model, graph_mode_kernels(self.kernels)).decoder
+        if not grows(decoder, state.cache):
+            return state.finished
+        max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
+        # (No step when the compiled loop finished: the loop's condition is false.)
+        state = search_loop(
+            decoder,
+            self.constants,
+            state,
+            max_steps,
+            compile_step=False,
+            grow=True,
+            vocabulary=vocabulary,
         )
         return state.finished
 

@@ -9,7 +9,11 @@ from helpers.recompute_search import recompute_beam_search
 from helpers.search_models import tiny_model, tiny_posenet
 
 from convs2s_tf.decoding import SearchConfig, beam_search
-from convs2s_tf.decoding.compiled_search import BucketedSearch, SearchBuckets
+from convs2s_tf.decoding.compiled_search import (
+    BucketedSearch,
+    SearchBuckets,
+    pad_rows_and_positions,
+)
 from convs2s_tf.decoding.growing_state import grow_state, grows, phase_width, phase_widths
 from convs2s_tf.vocabulary import PAD_ID
 
@@ -43,12 +47,30 @@ def test_a_growing_state_searches_as_recomputing_every_prefix(posenet, reference
     _assert_same_search(output, reference)
 
 
-def test_a_compiled_loop_searches_a_growing_state_at_its_history_width(posenet, reference):
-    buckets = SearchBuckets(batch_sizes=(4,), source_length=8)
+@pytest.mark.parametrize(
+    "source_length, compiled_steps",
+    [(32, 23), (8, 16)],
+    ids=["compiled_throughout", "on_in_graph_mode"],
+)
+def test_a_compiled_loop_searches_a_growing_state_at_its_buckets_source_width(
+    posenet, reference, source_length, compiled_steps
+):
+    # The state holds the bucket's source width (at least 16 positions); a search of
+    # more steps (here 19 to 23) goes on in graph mode from the compiled loop's state.
+    buckets = SearchBuckets(batch_sizes=(4,), source_length=source_length)
     search = BucketedSearch(posenet, CONFIG, buckets)
+    assert search.state_width == min(32, max(16, source_length))
     output = tf.function(lambda source: search(source, nbest=3))(SOURCE)
     _assert_same_search(output, reference)
     assert search.compiled_loop.experimental_get_tracing_count() == 1
+    padded = tf.nest.map_structure(
+        lambda t, axis: pad_rows_and_positions(t, 4, source_length, axis),
+        search.encode(SOURCE)[0],
+        posenet.source_axes(search.encode(SOURCE)[0]),
+    )
+    lengths = tf.constant([22, 22, 22, 0])
+    state = search.compiled_loop(padded, lengths, tf.range(4) < 3, None)
+    assert int(state.step) == compiled_steps
 
 
 def test_state_grows_only_on_its_position_axes(posenet):
