@@ -96,13 +96,15 @@ class ConvBox(keras.layers.Layer):
             shape = shape[:-1] + (self.filters,)
             norm.build(shape)
 
-    def call(self, inputs: tf.Tensor, padding_mask: tf.Tensor | None = None) -> tf.Tensor:
+    def call(
+        self, inputs: tf.Tensor, padding_mask: tf.Tensor | None = None, training: bool = False
+    ) -> tf.Tensor:
         x = inputs
         for conv, norm in zip(self.convs, self.norms):
             x = tf.nn.relu(x)
             if padding_mask is not None:
                 x *= tf.cast(padding_mask, x.dtype)[..., None]
-            x = norm(conv(x))
+            x = norm(conv(x, training=training))
         return x
 
     def initial_state(self, batch_size: int | tf.Tensor, channels: int) -> tuple[tf.Tensor, ...]:

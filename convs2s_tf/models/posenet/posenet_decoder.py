@@ -221,8 +221,8 @@ class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.
                 x = layer.self_attention_norm(x, attended, training=training)
             if self.cross_attention_placement == "before":
                 x = attend(layer, x)
-            y = layer.box_1(x, padding_mask=mask)
-            x = x + y + layer.box_2(x + y, padding_mask=mask)
+            y = layer.box_1(x, padding_mask=mask, training=training)
+            x = x + y + layer.box_2(x + y, padding_mask=mask, training=training)
             if self.cross_attention_placement == "after":
                 x = attend(layer, x)
             if layer.ffn is not None and layer.ffn_norm is not None:

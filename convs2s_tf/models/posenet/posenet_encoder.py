@@ -233,8 +233,8 @@ class PoseNetEncoder(keras.layers.Layer):
             if index == 0 or self.timing_placement == "every_layer":
                 x = x + signal
             x = x * mask[..., None]
-            y = layer.box_1(x, padding_mask=mask)
-            x = x + y + layer.box_2(x + y, padding_mask=mask)
+            y = layer.box_1(x, padding_mask=mask, training=training)
+            x = x + y + layer.box_2(x + y, padding_mask=mask, training=training)
             if layer.attention is not None and layer.attention_norm is not None:
                 attended = layer.attention(
                     layer.attention_norm.branch_input(x), padding_mask=mask, training=training

@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
-from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D
+from convs2s_tf.models.posenet.conv_box import ConvBox
+from convs2s_tf.models.posenet.separable_conv1d import GATHERED_TAPS_POSITIONS, SeparableConv1D
 
 
 def reference(inputs, depthwise, pointwise, dilation, padding):
@@ -63,14 +64,19 @@ def test_matches_the_definition(padding, groups, dilation, rng):
 @pytest.mark.parametrize("padding", ["same", "causal"])
 @pytest.mark.parametrize("kernel_size, dilation", [(7, 1), (6, 3), (31, 4)])
 @pytest.mark.parametrize("length", [1, 2, 5, 40])
-def test_taps_that_read_only_padding_are_skipped_exactly(padding, kernel_size, dilation, length):
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_taps_that_read_only_padding_are_skipped_exactly(
+    padding, kernel_size, dilation, length, training
+):
     """Sequences shorter than the kernel's span (the taps that reach no input left out)
     give the definition's outputs and the full kernel's gradients (zero where a tap
-    reads only padding)."""
+    reads only padding), by either depthwise convolution: inference gathers the taps of
+    inputs of up to `GATHERED_TAPS_POSITIONS` positions (here lengths 1 to 5 of 2
+    sentences), training and longer inputs run TensorFlow's depthwise op."""
     layer = SeparableConv1D(4, kernel_size, dilation_rate=dilation, padding=padding)
     inputs = tf.random.stateless_normal([2, length, 4], seed=[length, kernel_size])
     with tf.GradientTape() as tape:
-        outputs = layer(inputs)
+        outputs = layer(inputs, training=training)
         loss = tf.reduce_sum(outputs * tf.range(1.0, length + 1.0)[None, :, None])
     gradient = tape.gradient(loss, layer.depthwise_kernel).numpy()
     depthwise, pointwise = layer.depthwise_kernel.numpy(), layer.pointwise_kernel.numpy()
@@ -89,6 +95,23 @@ def test_taps_that_read_only_padding_are_skipped_exactly(padding, kernel_size, d
         np.testing.assert_allclose(
             gradient[tap].sum(), (change * weights).sum() / delta, rtol=1e-3, atol=1e-3
         )
+
+
+def test_inference_gathers_the_taps_of_small_inputs_only():
+    """The depthwise op's graph holds one conditional (inference, by size) or none
+    (training); a box passes its caller's `training` on to its convolutions."""
+    box = ConvBox(4, [(3, 1), (7, 2)], padding="causal")
+
+    def op_types(training):
+        function = tf.function(lambda x: box(x, training=training))
+        graph = function.get_concrete_function(tf.TensorSpec([None, None, 4])).graph
+        return [op.type for op in graph.get_operations()]
+
+    assert sum(kind in ("If", "StatelessIf") for kind in op_types(False)) == 2
+    assert not any(kind in ("If", "StatelessIf") for kind in op_types(True))
+    small, large = tf.ones([1, GATHERED_TAPS_POSITIONS, 4]), tf.ones([1, 65, 4])
+    for inputs in (small, large):
+        np.testing.assert_allclose(box(inputs), box(inputs, training=True), atol=1e-5)
 
 
 def test_bad_arguments_are_refused():
