@@ -26,6 +26,17 @@ class CommandError(RuntimeError):
     """A child process failed or printed something other than expected."""
 
 
+def stage_json(path, make):
+    """The JSON object in `path`, made by `make()` and written there first if missing
+    (atomically: a killed stage leaves no file, and a re-run makes it again)."""
+    from convs2s_tf.atomic_files import write_text_atomically
+
+    if not os.path.isfile(path):
+        write_text_atomically(path, [json.dumps(make())])
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def main(define_flags, run):
     """Runs a benchmark module as a program: `define_flags()`, then `run(flags.FLAGS)`."""
     from absl import app, flags

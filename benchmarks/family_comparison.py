@@ -4,30 +4,39 @@ same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
         [--arms=convs2s:configs/multi30k_en_de.cfg,posenet_post:...,posenet_pre:...] \\
-        [--equal_updates=posenet_post] [--train_minutes=0] [--train_flags=] [--nobuckets]
+        [--equal_updates=posenet_post] [--train_minutes=0] [--train_flags=] [--speed_rounds=3] [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
-into `RUNS_DIR/NAME_seedSEED` (its console in `.log`; an arm whose `.train.json` records
-a finished training is not retrained, one whose `.json` holds its figures is not measured
-again: a re-run continues), timed; `pipelines.evaluate` on the
+into `RUNS_DIR/NAME_seedSEED` (its console in `.log`), timed; `pipelines.evaluate` on the
 test split at --beam_size (sacreBLEU BLEU and chrF, lowercased `intl` BLEU, approx BLEU
-padded and not); `benchmarks.translate_speed`'s fresh process of the default export
-(batch-1 mean over the first --latency_sentences, first-pass sentences/s at
---batch_size). With them: trainable parameters, updates, epochs and the median of the
-epochs' target tokens/s. An arm of --equal_updates also trains as `NAME_updates`, its
+padded and not). Then --speed_rounds rounds of `benchmarks.translate_speed`'s fresh
+process of each arm's default export in turn (batch-1 mean over the first
+--latency_sentences, first-pass sentences/s at --batch_size), each figure the median of
+the rounds. With them: trainable parameters, updates, epochs and the median of the
+epochs' target tokens/s. Every stage is kept on disk (`.train.json`, `.json`,
+`.speedN.json` beside the run), so a re-run continues. An arm of --equal_updates also trains as `NAME_updates`, its
 budget and final annealing stretched to the first arm's updates at its equal-time rate.
 --train_flags go to every training after its flagfile's (on a CPU without bfloat16
 instructions, `--train_flags=--training_dtype=float32`: the configs train in bfloat16).
 Prints a table naming the CPU, then one JSON line; a seed's arms share one machine.
 """
 
+import functools
 import json
 import os
+import statistics
 
 from absl import app, flags
 
-from benchmarks import ROOT, cpu_description, last_json, main, run_python, training_budget
-from benchmarks.compare.distillation_stages import stage_json
+from benchmarks import (
+    ROOT,
+    cpu_description,
+    last_json,
+    main,
+    run_python,
+    stage_json,
+    training_budget,
+)
 from convs2s_tf.models.posenet.comparison import (
     epoch_token_rates,
     equal_updates_budget,
@@ -61,6 +70,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("beam_size", 5, "Beam of the test score.", **define)
     flags.DEFINE_integer("latency_sentences", 100, "Requests of one sentence each.", **define)
     flags.DEFINE_integer("batch_size", 128, "Sentences per request for throughput.", **define)
+    rounds = "Rounds of timing every arm's export in turn; each figure is their median."
+    flags.DEFINE_integer("speed_rounds", 3, rounds, **define, lower_bound=1)
     buckets = "Time the export with its compiled small-batch buckets (--nobuckets: graph mode)."
     flags.DEFINE_bool("buckets", True, buckets, **define)
 
@@ -80,20 +91,18 @@ def _model_figures(model_dir):
 def train(flagfile, model_dir, budget=None):
     """Trains one arm (unless it finished before), with `budget`'s flags after its
     flagfile's; returns its training figures."""
-    log_path, record_path = f"{model_dir}.log", f"{model_dir}.train.json"
-    if os.path.exists(record_path):
-        with open(record_path, encoding="utf-8") as f:
-            seconds = json.load(f)["train_seconds"]
-    else:
+    log_path = f"{model_dir}.log"
+
+    def run_training():
         command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
         command += FLAGS.train_flags
         command += [f"--{name}={value}" for name, value in (budget or {}).items()]
         seconds, stdout, stderr = run_python("-m", *command, f"--seed={FLAGS.seed}")
         with open(log_path, "w", encoding="utf-8") as f:
             f.write(stdout + stderr)
-        seconds = round(seconds, 1)
-        with open(record_path, "w", encoding="utf-8") as f:
-            json.dump({"train_seconds": seconds}, f)
+        return {"train_seconds": round(seconds, 1)}
+
+    seconds = stage_json(f"{model_dir}.train.json", run_training)["train_seconds"]
     with open(log_path, encoding="utf-8") as f:
         console = f.read()
     figures = {"flagfile": flagfile, "train_seconds": seconds, **_model_figures(model_dir)}
@@ -124,18 +133,34 @@ def speed(model_dir):
 
 
 def arm_figures(name, flagfile, model_dir, budget=None):
-    """Trains, scores and times one arm (unless `MODEL_DIR.json` holds its figures);
-    returns its figures."""
+    """Trains and scores one arm (unless `MODEL_DIR.json` holds its figures); returns
+    its figures."""
 
     def measure():
         print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
-        figures = train(flagfile, model_dir, budget)
-        figures.update(score(model_dir))
-        return {**figures, **speed(model_dir)}
+        return {**train(flagfile, model_dir, budget), **score(model_dir)}
 
     figures = stage_json(f"{model_dir}.json", measure)
     print(f"{name}: {json.dumps(figures)}", flush=True)
     return figures
+
+
+def timed_rounds(model_dirs):
+    """Each arm's export speed: the median of --speed_rounds rounds, each timing every
+    arm once in turn (`MODEL_DIR.speedN.json`), so that a slower spell of a shared
+    machine falls on all arms alike. Returns {arm: figures}, with each round's."""
+    measured = {name: [] for name in model_dirs}
+    for number in range(1, FLAGS.speed_rounds + 1):
+        for name, model_dir in model_dirs.items():
+            path = f"{model_dir}.speed{number}.json"
+            measured[name].append(stage_json(path, functools.partial(speed, model_dir)))
+    return {
+        name: {
+            **{key: statistics.median(one[key] for one in rounds) for key in rounds[0]},
+            "speed_rounds": rounds,
+        }
+        for name, rounds in measured.items()
+    }
 
 
 def run(options):
@@ -145,11 +170,12 @@ def run(options):
     runs_dir = os.path.abspath(FLAGS.runs_dir)
     os.makedirs(runs_dir, exist_ok=True)
     arms, budget = {}, training_budget(FLAGS.train_minutes) if FLAGS.train_minutes else {}
+    model_dirs = {}
     for arm in FLAGS.arms:
         name, _, flagfile = arm.partition(":")
         if not name or not flagfile or not os.path.isfile(os.path.join(ROOT, flagfile)):
             raise app.UsageError(f"--arms takes name:flagfile with an existing file; got {arm!r}.")
-        model_dir = os.path.join(runs_dir, f"{name}_seed{FLAGS.seed}")
+        model_dir = model_dirs[name] = os.path.join(runs_dir, f"{name}_seed{FLAGS.seed}")
         arms[name] = arm_figures(name, flagfile, model_dir, budget)
         if name in FLAGS.equal_updates and len(arms) > 1:
             first = next(iter(arms.values()))
@@ -159,7 +185,10 @@ def run(options):
             )
             stretched = equal_updates_budget(text, first["updates"], arms[name]["updates"])
             updates_dir = os.path.join(runs_dir, f"{name}_updates_seed{FLAGS.seed}")
+            model_dirs[f"{name}_updates"] = updates_dir
             arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, stretched)
+    for name, figures in timed_rounds(model_dirs).items():
+        arms[name].update(figures)
     cpu = cpu_description()
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))

@@ -188,6 +188,8 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         "--train_flags=--max_epochs=1,--training_dtype=float32",
         "--latency_sentences=2",
         "--batch_size=64",
+        # One round of timing (each is a fresh export and process).
+        "--speed_rounds=1",
         # The buckets are tested with the export (tests/test_export.py); here their
         # compilation would only lengthen the arm's export and its load.
         "--nobuckets",
@@ -198,3 +200,7 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
     for key in ("bleu", "chrf", "approx_bleu", "approx_bleu_unpadded"):
         assert 0 <= arm[key] <= 100
     assert arm["batch1_ms"] > 0 and arm["batch64_sentences_per_sec"] > 0
+    assert arm["speed_rounds"] == [
+        {key: arm[key] for key in ("batch1_ms", "batch64_sentences_per_sec")}
+    ]
+    assert (tmp_path / "runs" / "tiny_seed3.speed1.json").is_file()

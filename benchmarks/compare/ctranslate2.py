@@ -45,6 +45,7 @@ from benchmarks import (  # noqa: E402
     run_prepared_data,
     run_python,
     run_timed,
+    stage_json,
 )
 from benchmarks.compare import transformer  # noqa: E402
 from benchmarks.compare.distillation_stages import (  # noqa: E402
@@ -54,7 +55,6 @@ from benchmarks.compare.distillation_stages import (  # noqa: E402
     distill,
     fastest_pilot,
     recipe_tag,
-    stage_json,
     train,
 )
 from benchmarks.translate_speed import time_export  # noqa: E402

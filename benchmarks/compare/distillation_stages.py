@@ -4,19 +4,9 @@ within a budget, a teacher's distilled data, a run's shortlist and a student's s
 chosen on validation; and the rules that choose a student's shape and search.
 """
 
-import json
 import os
 
-from benchmarks import last_json, run_python, training_budget
-from convs2s_tf.atomic_files import write_text_atomically
-
-
-def stage_json(path, make):
-    """The JSON object in `path`, made by `make()` and written there first if missing."""
-    if not os.path.isfile(path):
-        write_text_atomically(path, [json.dumps(make())])
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+from benchmarks import last_json, run_python, stage_json, training_budget
 
 
 def train(model_dir, *flags_):

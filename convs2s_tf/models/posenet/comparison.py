@@ -87,7 +87,8 @@ def equal_updates_budget(flagfile: str, reference_updates: int, updates: int) ->
 
 
 def format_arms_table(arms: Mapping[str, Mapping[str, Any]]) -> str:
-    """A table with one column per arm and one row per figure (`flagfile` left out).
+    """A table with one column per arm and one row per figure (`flagfile` and lists,
+    such as each timing round's figures, left out).
 
     Args:
         arms: {arm name: {figure: value}}, every arm with the first arm's figures.
@@ -99,7 +100,8 @@ def format_arms_table(arms: Mapping[str, Mapping[str, Any]]) -> str:
     updates           1,200             900
     """
     names = list(arms)
-    keys = [key for key in arms[names[0]] if key != "flagfile"]
+    first = arms[names[0]]
+    keys = [key for key in first if key != "flagfile" and not isinstance(first[key], list)]
     width = max(len(key) for key in keys)
     lines = [f"{'':{width}}  " + "  ".join(f"{name:>14}" for name in names)]
     for key in keys:
