@@ -185,8 +185,9 @@ class BucketedSearch:
         self.history_width = round_up(longest + 1, XLA_SOURCE_MULTIPLE)
         # Every compiled step writes, reorders and attends over the whole of a growing
         # state (self-attention keys and values): sized for the bucket's sources rather
-        # than the length limit, as few translations outgrow their source's bucket (one
-        # sentence, beam 5, PoseNet: 77 ms at 208 columns, 55 at 32; docs/posenet.md).
+        # than the length limit, as few translations outgrow their source's bucket
+        # (PoseNet, one sentence, beam 5: 77-86 ms at 208 columns, 61-70 at 64;
+        # docs/posenet.md).
         self.state_width = min(
             self.history_width, round_up(self.buckets.source_length, XLA_SOURCE_MULTIPLE)
         )

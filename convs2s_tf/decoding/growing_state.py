@@ -10,9 +10,10 @@ positions decoded so far, never the longest output the search allows:
 - a compiled step needs fixed shapes, so there the buffers grow in phases of fixed
   widths (`phase_widths`: 16, 32, 64, ... positions, then the whole history), and the
   step compiles once per phase it reaches;
-- a compiled search loop (a bucket of small batches) runs at its history's width: one
-  loop a phase works in process, but an XLA program of several loops does not load
-  from a SavedModel.
+- a compiled search loop (a bucket of small batches) holds one width, its bucket's
+  source width (one loop a phase works in process, but an XLA program of several loops
+  does not load from a SavedModel); a search that needs more steps goes on in graph
+  mode, a column a step (`BucketedSearch`).
 
 Widths at least double from phase to phase, so a compiled step never attends to more
 than about twice the positions it has.
