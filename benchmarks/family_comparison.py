@@ -4,7 +4,8 @@ same way.
 
     python -m benchmarks.family_comparison --seed=1 [--runs_dir=runs/family_comparison] \\
         [--arms=convs2s:configs/multi30k_en_de.cfg,posenet_post:...,posenet_pre:...] \\
-        [--equal_updates=posenet_post] [--train_minutes=0] [--train_flags=] [--speed_rounds=3] [--nobuckets]
+        [--equal_updates=posenet_post] [--train_minutes=0] [--train_flags=] \\
+        [--speed_rounds=3] [--nobuckets]
 
 Each arm of --arms (`name:flagfile`), in order, alone on the machine: `pipelines.train`
 into `RUNS_DIR/NAME_seedSEED` (its console in `.log`), timed; `pipelines.evaluate` on the
@@ -14,8 +15,9 @@ process of each arm's default export in turn (batch-1 mean over the first
 --latency_sentences, first-pass sentences/s at --batch_size), each figure the median of
 the rounds. With them: trainable parameters, updates, epochs and the median of the
 epochs' target tokens/s. Every stage is kept on disk (`.train.json`, `.json`,
-`.speedN.json` beside the run), so a re-run continues. An arm of --equal_updates also trains as `NAME_updates`, its
-budget and final annealing stretched to the first arm's updates at its equal-time rate.
+`.speedN.json` beside the run), so a re-run continues. An arm of --equal_updates also
+trains as `NAME_updates`, its budget and final annealing stretched to the first arm's
+updates at its equal-time rate.
 --train_flags go to every training after its flagfile's (on a CPU without bfloat16
 instructions, `--train_flags=--training_dtype=float32`: the configs train in bfloat16).
 Prints a table naming the CPU, then one JSON line; a seed's arms share one machine.
