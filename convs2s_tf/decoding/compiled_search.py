@@ -281,7 +281,7 @@ class BucketedSearch:
         )
         # Padded rows start done: the loop never waits for them.
         state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
-        max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
+        max_steps = _active_max_steps(max_lengths, active)
         if grows(decoder, state.cache):  # step `state_width - 1` writes the last column
             max_steps = tf.minimum(max_steps, self.state_width)
         return search_loop(
@@ -300,13 +300,12 @@ class BucketedSearch:
         decoder = make_inference_model(self.model, graph_mode_kernels(self.kernels)).decoder
         if not grows(decoder, state.cache):
             return state.finished
-        max_steps = tf.reduce_max(tf.where(active, max_lengths, 0)) + 1
         # (No step when the compiled loop finished: the loop's condition is false.)
         state = search_loop(
             decoder,
             self.constants,
             state,
-            max_steps,
+            _active_max_steps(max_lengths, active),
             compile_step=False,
             grow=True,
             vocabulary=vocabulary,
@@ -316,3 +315,9 @@ class BucketedSearch:
     def warmup_batch_sizes(self) -> list[int]:
         """One batch size per bucket: what warm-up requests must cover."""
         return list(self.buckets.batch_sizes)
+
+
+def _active_max_steps(max_lengths: tf.Tensor, active: tf.Tensor) -> tf.Tensor:
+    """The steps a bucket's search may take: its longest real sentence's limit, plus the
+    step that may only end it (padded rows count for nothing)."""
+    return tf.reduce_max(tf.where(active, max_lengths, 0)) + 1

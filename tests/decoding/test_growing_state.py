@@ -63,10 +63,11 @@ def test_a_compiled_loop_searches_a_growing_state_at_its_buckets_source_width(
     output = tf.function(lambda source: search(source, nbest=3))(SOURCE)
     _assert_same_search(output, reference)
     assert search.compiled_loop.experimental_get_tracing_count() == 1
+    encoder_output = search.encode(SOURCE)[0]
     padded = tf.nest.map_structure(
         lambda t, axis: pad_rows_and_positions(t, 4, source_length, axis),
-        search.encode(SOURCE)[0],
-        posenet.source_axes(search.encode(SOURCE)[0]),
+        encoder_output,
+        posenet.source_axes(encoder_output),
     )
     lengths = tf.constant([22, 22, 22, 0])
     state = search.compiled_loop(padded, lengths, tf.range(4) < 3, None)
