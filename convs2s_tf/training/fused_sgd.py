@@ -7,7 +7,9 @@ import keras
 import tensorflow as tf
 
 
-def _resource_handle(variable: Any) -> tf.Tensor:
+def resource_handle(variable: Any) -> tf.Tensor:
+    """The resource handle of a Keras or TensorFlow variable, for TensorFlow's fused
+    `ResourceApply*` update kernels."""
     # Keras 3 variables wrap a tf.Variable (`.value`); under a distribution strategy's
     # update the per-device component arrives, which may be either kind.
     if hasattr(variable, "handle"):
@@ -82,8 +84,8 @@ class FusedSGD(keras.optimizers.SGD):
         momentum_slot = self.momentums[self._get_variable_index(variable)]
         dtype = variable.dtype
         tf.raw_ops.ResourceApplyKerasMomentum(
-            var=_resource_handle(variable),
-            accum=_resource_handle(momentum_slot),
+            var=resource_handle(variable),
+            accum=resource_handle(momentum_slot),
             lr=tf.cast(learning_rate, dtype),
             grad=tf.cast(gradient, dtype),
             momentum=tf.cast(self.momentum, dtype),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import keras
 
+from convs2s_tf.training.fused_adam import FusedAdam
 from convs2s_tf.training.fused_sgd import FusedSGD
 
 if TYPE_CHECKING:
@@ -16,13 +17,14 @@ def make_optimizer(config: TrainingConfig) -> keras.optimizers.Optimizer:
     """Returns `config`'s optimiser at its initial (peak) learning rate (unbuilt).
 
     "nag" is `FusedSGD` with Nesterov momentum, as the authors train ConvS2S; "adam" is
-    Keras' Adam, with decoupled weight decay (AdamW) when `weight_decay` > 0, as
-    attention and normalisation models are trained (the Transformer, SliceNet). The
+    `FusedAdam` (Keras' Adam, one kernel per variable), with decoupled weight decay
+    (AdamW) when `weight_decay` > 0, as attention and normalisation models are trained
+    (the Transformer, SliceNet). The
     warm-up, if any, sets the rate of every update (`TrainingSteps`).
     """
     weight_decay = config.weight_decay or None
     if config.optimizer == "adam":
-        return keras.optimizers.Adam(
+        return FusedAdam(
             learning_rate=config.learning_rate,
             beta_1=config.adam_beta1,
             beta_2=config.adam_beta2,

@@ -1,7 +1,10 @@
 """Subprocess: one update under a 2-CPU MirroredStrategy vs. on a single device.
 
-Prints one JSON line with the max abs weight difference for each split of the global
-batch across the two replicas (an uneven split, and one replica left empty).
+    python -m tests.helpers.mirrored_update OPTIMIZER...
+
+Prints one JSON line with, for each optimiser named (nag, adam), the max abs weight
+difference for each split of the global batch across the two replicas (an uneven split,
+and one replica left empty) and how far the single-device update moved the weights.
 """
 
 import json
@@ -21,8 +24,8 @@ from convs2s_tf.training import Trainer, TrainingConfig  # noqa: E402
 from tests.helpers.synthetic import KEYS, make_batch, model_fn, split_batch  # noqa: E402
 
 
-def one_update(strategy, per_replica_batches, initial_weights):
-    config = TrainingConfig(progress_bar=False, label_smoothing=0.1)
+def one_update(strategy, per_replica_batches, initial_weights, optimizer):
+    config = TrainingConfig(progress_bar=False, label_smoothing=0.1, optimizer=optimizer)
     trainer = Trainer(model_fn, config, tempfile.mkdtemp(), strategy)
     trainer.model.set_weights(initial_weights)
     # The production path: a distributed dataset whose elements go to the replicas in
@@ -42,6 +45,28 @@ def one_update(strategy, per_replica_batches, initial_weights):
     return [w.numpy() if hasattr(w, "numpy") else np.asarray(w) for w in trainer.model.weights]
 
 
+def compare(optimizer, global_batch, initial):
+    """The single-device update and the mirrored ones' differences from it."""
+    single = one_update(
+        tf.distribute.OneDeviceStrategy("/cpu:0"), [global_batch], initial, optimizer
+    )
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert mirrored.num_replicas_in_sync == 2
+    differences = {}
+    for name, rows in (("uneven", (4, 2)), ("empty_replica", (6, 0))):
+        parts = split_batch(global_batch, rows)
+        weights = one_update(mirrored, parts, initial, optimizer)
+        differences[name] = max(
+            float(np.max(np.abs(a.astype(np.float64) - b)))
+            for a, b in zip(single, weights)
+            if a.dtype.kind == "f"
+        )
+    moved = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(single, initial) if a.dtype.kind == "f"
+    )
+    return {"differences": differences, "moved": moved}
+
+
 def main():
     rng = np.random.default_rng(0)
     global_batch = make_batch(rng, 6)
@@ -52,22 +77,7 @@ def main():
         tf.distribute.OneDeviceStrategy("/cpu:0"),
     )
     initial = reference_trainer.model.get_weights()
-    single = one_update(tf.distribute.OneDeviceStrategy("/cpu:0"), [global_batch], initial)
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    assert mirrored.num_replicas_in_sync == 2
-    differences = {}
-    for name, rows in (("uneven", (4, 2)), ("empty_replica", (6, 0))):
-        parts = split_batch(global_batch, rows)
-        weights = one_update(mirrored, parts, initial)
-        differences[name] = max(
-            float(np.max(np.abs(a.astype(np.float64) - b)))
-            for a, b in zip(single, weights)
-            if a.dtype.kind == "f"
-        )
-    moved = max(
-        float(np.max(np.abs(a - b))) for a, b in zip(single, initial) if a.dtype.kind == "f"
-    )
-    print(json.dumps({"differences": differences, "moved": moved}))
+    print(json.dumps({name: compare(name, global_batch, initial) for name in sys.argv[1:]}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import tensorflow as tf
 from helpers.synthetic import dataset, make_trainer
 
 from convs2s_tf.training import TrainingConfig
+from convs2s_tf.training.fused_adam import FusedAdam
 from convs2s_tf.training.fused_sgd import FusedSGD
 from convs2s_tf.training.optimizers import make_optimizer
 from convs2s_tf.training.warmup import warmup_factor
@@ -39,7 +40,7 @@ def test_the_config_names_the_optimiser():
             weight_decay=0.01,
         )
     )
-    assert isinstance(adam, keras.optimizers.Adam)
+    assert isinstance(adam, FusedAdam)
     assert (adam.beta_1, adam.beta_2, adam.epsilon, adam.weight_decay) == (0.85, 0.997, 1e-6, 0.01)
     for bad, message in (
         (dict(optimizer="sgd"), "optimizer must be nag or adam"),

@@ -15,11 +15,18 @@ def test_unknown_strategy_is_refused():
 
 @pytest.mark.slow  # over ten seconds on 2 cores
 def test_mirrored_update_equals_single_device(fork_server):
-    """One update under a 2-logical-CPU MirroredStrategy equals the single-device one."""
+    """Two updates under a 2-logical-CPU MirroredStrategy equal the single-device ones,
+    with either optimiser's fused kernels."""
     output = run_python(
-        ["-m", "tests.helpers.mirrored_update"], timeout=300, fork_server=fork_server
+        ["-m", "tests.helpers.mirrored_update", "nag", "adam"], timeout=300, fork_server=fork_server
     )
-    result = json.loads(output.stdout.strip().splitlines()[-1])
-    assert result["moved"] > 1e-3  # the update really changed the weights
-    assert result["differences"]["uneven"] < 1e-5
-    assert result["differences"]["empty_replica"] < 1e-5
+    results = json.loads(output.stdout.strip().splitlines()[-1])
+    assert sorted(results) == ["adam", "nag"]
+    # Adam divides each update by the gradient's root mean square, so the all-reduce's
+    # order of summation (an ulp of a small gradient) moves a weight by up to 1e-4 of
+    # the update (Keras' own Adam here: 4.6e-5 of a 0.5 move).
+    tolerances = {"nag": 1e-5, "adam": 2e-4 * results["adam"]["moved"]}
+    for name, result in results.items():
+        assert result["moved"] > 1e-3  # the update really changed the weights
+        assert result["differences"]["uneven"] < tolerances[name], name
+        assert result["differences"]["empty_replica"] < tolerances[name], name
