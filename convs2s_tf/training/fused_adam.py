@@ -16,8 +16,8 @@ class FusedAdam(keras.optimizers.Adam):
     Keras' Adam spells each variable's update as about fifteen operations (the moments'
     two assignments, the bias-corrected rate, the division), and a step of a model with
     hundreds of small variables (PoseNet's layer norms, attention projections) spends
-    more time dispatching them than computing: 1,224 against 954 ms a PoseNet step on
-    2 CPU cores. This subclass computes the bias-corrected rate
+    a visible part of its time dispatching them: a PoseNet step on 2 CPU cores took 28%
+    longer than with `FusedSGD` (1,224 against 954 ms). This subclass computes the bias-corrected rate
     `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)` once a step and issues TensorFlow's
     `ResourceApplyAdam` for each variable, the same arithmetic in one pass:
     `m += (g - m)(1 - beta_1)`, `v += (g^2 - v)(1 - beta_2)`, `w -= rate * m / (sqrt(v) +
