@@ -17,9 +17,10 @@ class FusedAdam(keras.optimizers.Adam):
     two assignments, the bias-corrected rate, the division), and a step of a model with
     hundreds of small variables (PoseNet's layer norms, attention projections) spends
     a visible part of its time dispatching them: a PoseNet step on 2 CPU cores took 28%
-    longer than with `FusedSGD` (1,224 against 954 ms). This subclass computes the bias-corrected rate
-    `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)` once a step and issues TensorFlow's
-    `ResourceApplyAdam` for each variable, the same arithmetic in one pass:
+    longer than with `FusedSGD` (1,224 against 954 ms). This subclass computes the
+    bias-corrected rate `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)` once a step and
+    issues TensorFlow's `ResourceApplyAdam` for each variable, the same arithmetic in
+    one pass:
     `m += (g - m)(1 - beta_1)`, `v += (g^2 - v)(1 - beta_2)`, `w -= rate * m / (sqrt(v) +
     epsilon)`. The slots are Keras' own, so checkpoints of either load into the other.
     Decoupled weight decay is Keras' (applied before the update). A sparse gradient is
