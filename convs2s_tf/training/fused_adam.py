@@ -20,9 +20,9 @@ class FusedAdam(keras.optimizers.Adam):
     longer than with `FusedSGD` (1,224 against 954 ms). This subclass computes the
     bias-corrected rate `lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)` once a step and
     issues TensorFlow's `ResourceApplyAdam` for each variable, the same arithmetic in
-    one pass:
-    `m += (g - m)(1 - beta_1)`, `v += (g^2 - v)(1 - beta_2)`, `w -= rate * m / (sqrt(v) +
-    epsilon)`. The slots are Keras' own, so checkpoints of either load into the other.
+    one pass: `m += (g - m)(1 - beta_1)`, `v += (g^2 - v)(1 - beta_2)`,
+    `w -= rate * m / (sqrt(v) + epsilon)`. The slots are Keras' own, so a run
+    checkpointed with Keras' Adam resumes with this one.
     Decoupled weight decay is Keras' (applied before the update). A sparse gradient is
     summed into its dense one first: the training step's gradients are dense, and Keras'
     Adam would square each occurrence of a repeated row rather than their sum.

@@ -19,8 +19,8 @@ def make_optimizer(config: TrainingConfig) -> keras.optimizers.Optimizer:
     "nag" is `FusedSGD` with Nesterov momentum, as the authors train ConvS2S; "adam" is
     `FusedAdam` (Keras' Adam, one kernel per variable), with decoupled weight decay
     (AdamW) when `weight_decay` > 0, as attention and normalisation models are trained
-    (the Transformer, SliceNet). The
-    warm-up, if any, sets the rate of every update (`TrainingSteps`).
+    (the Transformer, SliceNet). The warm-up, if any, sets the rate of every update
+    (`TrainingSteps`).
     """
     weight_decay = config.weight_decay or None
     if config.optimizer == "adam":
