@@ -1,10 +1,11 @@
 """Subprocess: one update under a 2-CPU MirroredStrategy vs. on a single device.
 
-    python -m tests.helpers.mirrored_update OPTIMIZER...
+    python -m tests.helpers.mirrored_update OPTIMIZER[:SPLIT,...]...
 
 Prints one JSON line with, for each optimiser named (nag, adam), the max abs weight
-difference for each split of the global batch across the two replicas (an uneven split,
-and one replica left empty) and how far the single-device update moved the weights.
+difference for each split of the global batch across the two replicas named (default
+both: `uneven`, and `empty_replica`, one replica left empty) and how far the
+single-device update moved the weights.
 """
 
 import json
@@ -45,7 +46,10 @@ def one_update(strategy, per_replica_batches, initial_weights, optimizer):
     return [w.numpy() if hasattr(w, "numpy") else np.asarray(w) for w in trainer.model.weights]
 
 
-def compare(optimizer, global_batch, initial):
+SPLITS = {"uneven": (4, 2), "empty_replica": (6, 0)}
+
+
+def compare(optimizer, splits, global_batch, initial):
     """The single-device update and the mirrored ones' differences from it."""
     single = one_update(
         tf.distribute.OneDeviceStrategy("/cpu:0"), [global_batch], initial, optimizer
@@ -53,8 +57,8 @@ def compare(optimizer, global_batch, initial):
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert mirrored.num_replicas_in_sync == 2
     differences = {}
-    for name, rows in (("uneven", (4, 2)), ("empty_replica", (6, 0))):
-        parts = split_batch(global_batch, rows)
+    for name in splits:
+        parts = split_batch(global_batch, SPLITS[name])
         weights = one_update(mirrored, parts, initial, optimizer)
         differences[name] = max(
             float(np.max(np.abs(a.astype(np.float64) - b)))
@@ -77,7 +81,13 @@ def main():
         tf.distribute.OneDeviceStrategy("/cpu:0"),
     )
     initial = reference_trainer.model.get_weights()
-    print(json.dumps({name: compare(name, global_batch, initial) for name in sys.argv[1:]}))
+    results = {}
+    for argument in sys.argv[1:]:
+        name, _, splits = argument.partition(":")
+        results[name] = compare(
+            name, splits.split(",") if splits else SPLITS, global_batch, initial
+        )
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ def test_unknown_strategy_is_refused():
 @pytest.mark.slow  # over ten seconds on 2 cores
 def test_mirrored_update_equals_single_device(fork_server):
     """Two updates under a 2-logical-CPU MirroredStrategy equal the single-device ones,
-    with either optimiser's fused kernels."""
-    output = run_python(
-        ["-m", "tests.helpers.mirrored_update", "nag", "adam"], timeout=300, fork_server=fork_server
-    )
+    with either optimiser's fused kernels (Adam's on the uneven split only: the empty
+    replica is the all-reduce's case, before any optimiser)."""
+    command = ["-m", "tests.helpers.mirrored_update", "nag", "adam:uneven"]
+    output = run_python(command, timeout=300, fork_server=fork_server)
     results = json.loads(output.stdout.strip().splitlines()[-1])
     assert sorted(results) == ["adam", "nag"]
     # Adam divides each update by the gradient's root mean square, so the all-reduce's
@@ -28,5 +28,5 @@ def test_mirrored_update_equals_single_device(fork_server):
     tolerances = {"nag": 1e-5, "adam": 2e-4 * results["adam"]["moved"]}
     for name, result in results.items():
         assert result["moved"] > 1e-3  # the update really changed the weights
-        assert result["differences"]["uneven"] < tolerances[name], name
-        assert result["differences"]["empty_replica"] < tolerances[name], name
+        assert max(result["differences"].values()) < tolerances[name], name
+    assert sorted(results["nag"]["differences"]) == ["empty_replica", "uneven"]
