@@ -29,6 +29,11 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
   search made once (`make_inference_model`), in `encode`, `decoder.step` and
   `decoder.select_outputs`, and computes with them; a model with none is never passed
   it.
+- A decoder whose step reads many small weights may offer `read_step_weights()`: its
+  step's weights read (and cast) into a nest of tensors, which the inference model reads
+  once where the search is traced and passes to every `decoder.step` as
+  `step_weights=`, so the search's loop reads no variable (PoseNet's step: about
+  200 variable reads a step otherwise). A decoder without it is never passed it.
 
 `tests/helpers/decoder_contract.py` checks a family against this contract: stepping
 equals the parallel pass at every position, whether the state grows a position a step

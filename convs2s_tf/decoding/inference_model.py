@@ -41,6 +41,10 @@ class InferenceDecoder:
     """A model's decoder with the inference model's kernels: the `IncrementalDecoder`
     (and `ShortlistDecoder`) the search steps.
 
+    A decoder that offers `read_step_weights()` (its step's weights, read and cast once:
+    PoseNet's) has them read here, where the inference model is made (outside the
+    search's loop), and passed to every step as `step_weights`.
+
     Args:
         decoder: The model's decoder.
         kernels: The model's `FoldedKernels`.
@@ -49,6 +53,8 @@ class InferenceDecoder:
     def __init__(self, decoder: Any, kernels: FoldedKernels) -> None:
         self.decoder = decoder
         self.kernels = kernels
+        read = getattr(decoder, "read_step_weights", None)
+        self._step_weights = {"step_weights": read()} if read is not None else {}
         self.vocab_size = decoder.vocab_size
         self.pad_id = decoder.pad_id
         self.max_length = decoder.max_length
@@ -79,6 +85,7 @@ class InferenceDecoder:
             beam_size=beam_size,
             output_subset=output_subset,
             **_kernel_arguments(self.kernels),
+            **self._step_weights,
         )
 
     def select_outputs(self, ids: tf.Tensor, valid: tf.Tensor) -> Any:

@@ -9,7 +9,11 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
-from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D
+from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D, SeparableWeights
+from convs2s_tf.models.posenet.step_weights import NormWeights, norm_rows, read_norm
+
+# Each convolution's weights and its norm's, as `ConvBox.step` reads them.
+BoxWeights = tuple[tuple[SeparableWeights, NormWeights], ...]
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -21,7 +25,8 @@ class ConvBox(keras.layers.Layer):
     never leaks into real positions), after it a
     layer normalisation (epsilon 1e-6). The convolutions have no bias. With `"causal"`
     padding the box steps one position at a time from one window per convolution
-    (`initial_state`, `step`), equal to the parallel call.
+    (`initial_state`, `step`, its weights read once by `read_step_weights`), equal to
+    the parallel call.
 
     Args:
         filters: Channels of every convolution's output.
@@ -112,14 +117,27 @@ class ConvBox(keras.layers.Layer):
         widths = [channels] + [self.filters] * (len(self.convs) - 1)
         return tuple(conv.initial_window(batch_size, c) for conv, c in zip(self.convs, widths))
 
+    def read_step_weights(self) -> BoxWeights:
+        """The weights `step` computes with: each convolution's and its norm's."""
+        return tuple(
+            (conv.read_step_weights(), read_norm(norm))
+            for conv, norm in zip(self.convs, self.norms)
+        )
+
     def step(
-        self, inputs: tf.Tensor, state: Sequence[tf.Tensor]
+        self,
+        inputs: tf.Tensor,
+        state: Sequence[tf.Tensor],
+        weights: BoxWeights | None = None,
     ) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
-        """Returns `(output, state)` of one causal position (`inputs`: `[batch, 1, c]`)."""
+        """Returns `(output, state)` of one causal position (`inputs`: `[batch, c]`;
+        `weights`: `read_step_weights()`, or None: read now)."""
         x, windows = inputs, []
-        for conv, norm, window in zip(self.convs, self.norms, state):
-            x, window = conv.step(tf.nn.relu(x), window)
-            x = norm(x)
+        for conv, (conv_weights, norm_weights), window in zip(
+            self.convs, weights or self.read_step_weights(), state
+        ):
+            x, window = conv.step(tf.nn.relu(x), window, conv_weights)
+            x = norm_rows(x, norm_weights)
             windows.append(window)
         return x, tuple(windows)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
+from convs2s_tf.models.posenet.step_weights import DenseWeights, dense_rows, read_dense
 
 # Added to the logits of positions a query must not see (padding, the future).
 _MASKED = -1e9
@@ -17,6 +18,34 @@ _MASKED = -1e9
 # `step_memory`'s keys and values that holds one entry a source position.
 CACHE_POSITION_AXIS = 2
 MEMORY_SOURCE_AXIS = 2
+
+
+class AttentionWeights(NamedTuple):
+    """The four maps of a `MultiHeadAttention`, as its steps read them."""
+
+    query: DenseWeights
+    key: DenseWeights
+    value: DenseWeights
+    output: DenseWeights
+
+
+class CacheColumn(NamedTuple):
+    """Where a self-attention step writes in its key and value buffers, and what it
+    sees: the same for every layer of a step (`cache_column`).
+
+    Fields:
+        write: A buffer of unknown width (graph mode): `[batch * heads, 2]` scatter
+            indices of the column; of known width (compiled): `[1, 1, positions, 1]`,
+            True at the column.
+        flat_shape: The buffers' shape with batch and heads as one axis.
+        shape: The buffers' shape.
+        future_bias: `[positions]` float32 logit bias, -1e9 beyond the column.
+    """
+
+    write: tf.Tensor
+    flat_shape: tf.Tensor
+    shape: tf.Tensor
+    future_bias: tf.Tensor
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -29,7 +58,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     - cross-attention: `step_memory(memory)` once per sentence (in the model's
       `encode`: keys and values head-major, as a step's products read them), then
-      `attend_memory` for each step's queries, grouped `beam_size` a sentence, so the
+      `attend_memory` for each step's query rows, grouped `beam_size` a sentence, so the
       projected memory is never repeated per hypothesis nor transposed per step;
     - causal self-attention: `initial_cache(batch, positions)` gives zero key and value
       buffers `[batch, heads, positions, head_dim]` (head-major: a step's products read
@@ -38,6 +67,9 @@ class MultiHeadAttention(keras.layers.Layer):
       axis `CACHE_POSITION_AXIS` grows (the search pads it, a column a step in graph
       mode, in phases of fixed widths when compiled), so a step reads only the
       positions decoded so far.
+
+    Steps take `[rows, d]` queries and the maps' weights read once
+    (`read_step_weights`; None: read at the call).
 
     Args:
         num_heads: Attention heads (the width must divide by it).
@@ -119,6 +151,11 @@ class MultiHeadAttention(keras.layers.Layer):
             return tf.zeros([1, 1, 1, length], dtype)
         return tf.cast((1.0 - tf.cast(padding_mask, tf.float32)) * _MASKED, dtype)[:, None, None]
 
+    def read_step_weights(self) -> AttentionWeights:
+        """The four maps' weights for `step` and `attend_memory`."""
+        maps = (self.query_map, self.key_map, self.value_map, self.output_map)
+        return AttentionWeights(*(read_dense(dense) for dense in maps))
+
     def attend_memory(
         self,
         query: tf.Tensor,
@@ -127,24 +164,29 @@ class MultiHeadAttention(keras.layers.Layer):
         bias: tf.Tensor,
         beam_size: int = 1,
         return_weights: bool = False,
+        weights: AttentionWeights | None = None,
     ) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
-        """Cross-attention of one step: `query` `[B * beam_size, 1, d]` attends to the
+        """Cross-attention of one step: `query` `[B * beam_size, d]` attends to the
         head-major memory of its sentence (`step_memory`, one row a sentence); `bias`
-        is `padding_bias`'s `[B, 1, 1, Tk]`."""
+        is `padding_bias`'s `[B, 1, 1, Tk]`. Returns the `[B * beam_size, d]` output
+        (and with `return_weights` the head-averaged `[B * beam_size, Tk]` weights)."""
         # A step runs outside `call`: the scope names its operations in profiles.
         with tf.name_scope(self.name):
+            maps = weights or self.read_step_weights()
             head_dim = self.width // self.num_heads
-            queries = tf.reshape(self.query_map(query), [-1, beam_size, self.num_heads, head_dim])
+            queries = tf.reshape(
+                dense_rows(query, maps.query), [-1, beam_size, self.num_heads, head_dim]
+            )
             # [B, heads, beam, head_dim]: the queries (a few rows) move, not the memory.
             queries = tf.transpose(queries, [0, 2, 1, 3]) * tf.cast(head_dim**-0.5, query.dtype)
             logits = tf.matmul(queries, keys, transpose_b=True)
-            weights = tf.nn.softmax(tf.cast(logits, tf.float32) + tf.cast(bias, tf.float32))
-            context = tf.matmul(tf.cast(weights, values.dtype), values)
-            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, 1, self.width])
-            output = self.output_map(context)
+            attention = tf.nn.softmax(tf.cast(logits, tf.float32) + tf.cast(bias, tf.float32))
+            context = tf.matmul(tf.cast(attention, values.dtype), values)
+            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.width])
+            output = dense_rows(context, maps.output)
             if return_weights:
-                mean = tf.reduce_mean(weights, axis=1)  # [B, beam, Tk]
-                return output, tf.reshape(mean, [-1, 1, tf.shape(mean)[-1]])
+                mean = tf.reduce_mean(attention, axis=1)  # [B, beam, Tk]
+                return output, tf.reshape(mean, [-1, tf.shape(mean)[-1]])
             return output
 
     def initial_cache(self, batch_size: int | tf.Tensor, positions: int | tf.Tensor) -> dict:
@@ -156,34 +198,41 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return {"keys": zeros, "values": zeros}
 
-    def step(self, query: tf.Tensor, cache: dict, step: int | tf.Tensor) -> tuple[tf.Tensor, dict]:
-        """Causal self-attention of position `step`: `query` `[batch, 1, d]`, `cache`'s
-        buffers with room for position `step`; returns the `[batch, 1, d]` output and
-        the buffers with this position's key and value."""
+    def step(
+        self,
+        query: tf.Tensor,
+        cache: dict,
+        step: int | tf.Tensor,
+        weights: AttentionWeights | None = None,
+        column: CacheColumn | None = None,
+    ) -> tuple[tf.Tensor, dict]:
+        """Causal self-attention of position `step`: `query` `[batch, d]`, `cache`'s
+        buffers with room for position `step`; returns the `[batch, d]` output and the
+        buffers with this position's key and value. `column`: `cache_column(cache,
+        step)`, the same for every layer of a step (None: made here)."""
         # A step runs outside `call`: the scope names its operations in profiles.
         with tf.name_scope(self.name):
+            maps = weights or self.read_step_weights()
+            column = column or cache_column(cache["keys"], step)
+            head_dim = self.width // self.num_heads
+
+            def heads(rows: tf.Tensor) -> tf.Tensor:  # [batch, heads, 1, head_dim]
+                return tf.reshape(rows, [-1, self.num_heads, 1, head_dim])
+
             cache = {
-                "keys": _write_column(cache["keys"], self._step_heads(self.key_map(query)), step),
+                "keys": _write_column(cache["keys"], heads(dense_rows(query, maps.key)), column),
                 "values": _write_column(
-                    cache["values"], self._step_heads(self.value_map(query)), step
+                    cache["values"], heads(dense_rows(query, maps.value)), column
                 ),
             }
-            scale = (self.width // self.num_heads) ** -0.5
-            queries = self._step_heads(self.query_map(query))
+            queries = heads(dense_rows(query, maps.query))
             logits = tf.matmul(
-                queries * tf.cast(scale, queries.dtype), cache["keys"], transpose_b=True
+                queries * tf.cast(head_dim**-0.5, queries.dtype), cache["keys"], transpose_b=True
             )
-            length = tf.shape(cache["keys"])[CACHE_POSITION_AXIS]
-            future = tf.cast(tf.range(length) > step, tf.float32) * _MASKED
-            weights = tf.nn.softmax(tf.cast(logits, tf.float32) + future)
-            context = tf.matmul(tf.cast(weights, cache["values"].dtype), cache["values"])
-            # [batch, heads, 1, head_dim] is [batch, 1, width] in memory: a reshape.
-            output = self.output_map(tf.reshape(context, [-1, 1, self.width]))
-            return output, cache
-
-    def _step_heads(self, x: tf.Tensor) -> tf.Tensor:
-        """One position's `[B, 1, d]` as `[B, heads, 1, head_dim]` (a reshape, no copy)."""
-        return tf.reshape(x, [-1, self.num_heads, 1, self.width // self.num_heads])
+            attention = tf.nn.softmax(tf.cast(logits, tf.float32) + column.future_bias)
+            context = tf.matmul(tf.cast(attention, cache["values"].dtype), cache["values"])
+            # [batch, heads, 1, head_dim] is [batch, width] in memory: a reshape.
+            return dense_rows(tf.reshape(context, [-1, self.width]), maps.output), cache
 
     def _heads(self, x: tf.Tensor) -> tf.Tensor:
         """`[B, T, d]` -> `[B, T, heads, head_dim]` (a reshape, no copy)."""
@@ -221,9 +270,24 @@ class MultiHeadAttention(keras.layers.Layer):
         return config
 
 
-def _write_column(buffer: tf.Tensor, column: tf.Tensor, position: int | tf.Tensor) -> tf.Tensor:
+def cache_column(buffer: tf.Tensor, position: int | tf.Tensor) -> CacheColumn:
+    """The `CacheColumn` of a step at `position` in key or value buffers like `buffer`
+    (`[batch, heads, positions, head_dim]`)."""
+    shape = tf.shape(buffer)
+    length = shape[CACHE_POSITION_AXIS]
+    future_bias = tf.cast(tf.range(length) > position, tf.float32) * _MASKED
+    rows = shape[0] * shape[1]
+    width = buffer.shape[CACHE_POSITION_AXIS]
+    if width is not None:
+        write = tf.equal(tf.range(width), position)[None, None, :, None]
+    else:
+        write = tf.stack([tf.range(rows), tf.fill([rows], tf.cast(position, tf.int32))], axis=1)
+    return CacheColumn(write, tf.stack([rows, length, shape[3]]), shape, future_bias)
+
+
+def _write_column(buffer: tf.Tensor, column: tf.Tensor, where: CacheColumn) -> tf.Tensor:
     """`buffer` (`[B, heads, positions, head_dim]`) with `column` (`[B, heads, 1,
-    head_dim]`) at `position`.
+    head_dim]`) at `where` (`cache_column`).
 
     A buffer of unknown width grows in a graph-mode loop: a scatter of the one column,
     which TensorFlow runs in place on the freshly reordered buffer. One of known width is
@@ -233,13 +297,9 @@ def _write_column(buffer: tf.Tensor, column: tf.Tensor, position: int | tf.Tenso
     """
     column = tf.cast(column, buffer.dtype)
     if buffer.shape[CACHE_POSITION_AXIS] is not None:
-        at = tf.equal(tf.range(buffer.shape[CACHE_POSITION_AXIS]), position)
-        return tf.where(at[None, None, :, None], column, buffer)
-    shape = tf.shape(buffer)
-    rows = shape[0] * shape[1]
-    flat = tf.reshape(buffer, [rows, shape[2], shape[3]])
-    indices = tf.stack([tf.range(rows), tf.fill([rows], tf.cast(position, tf.int32))], axis=1)
-    updated = tf.tensor_scatter_nd_update(flat, indices, tf.reshape(column, [rows, shape[3]]))
-    updated = tf.reshape(updated, shape)
+        return tf.where(where.write, column, buffer)
+    flat = tf.reshape(buffer, where.flat_shape)
+    rows = tf.reshape(column, [-1, buffer.shape[-1]])
+    updated = tf.reshape(tf.tensor_scatter_nd_update(flat, where.write, rows), where.shape)
     updated.set_shape(buffer.shape)
     return updated

@@ -261,12 +261,21 @@ class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.
         """`(features x token table^T, float32 bias)`: the loss adds the bias itself.
         With `kernels` (`FoldedKernels`, inference) the table's folded transpose is read,
         in order."""
-        bias = tf.cast(self.output_bias, tf.float32)
+        return self.output_product(features, kernels), tf.cast(self.output_bias, tf.float32)
+
+    def output_product(
+        self,
+        features: tf.Tensor,
+        kernels: FoldedKernels | None = None,
+        table: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """`features x token table^T` in the compute dtype, from the folded table in
+        `kernels`, else from `table` (the table read already), else from the variable."""
         folded = kernels.kernel(self) if kernels is not None else None
         if folded is not None:
-            return kernel_product(features, folded), bias
-        table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
-        return tf.matmul(features, table, transpose_b=True), bias
+            return kernel_product(features, folded)
+        table = self.token_embedding.embeddings if table is None else table
+        return tf.matmul(features, tf.cast(table, self.compute_dtype), transpose_b=True)
 
     def output_logits(self, features: tf.Tensor, kernels: FoldedKernels | None = None) -> tf.Tensor:
         """Float32 logits of `[..., hidden_dim]` features (the tied projection and bias;

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
+from convs2s_tf.models.posenet.step_weights import DenseWeights, dense_rows, read_dense
 
 
 @keras.saving.register_keras_serializable(package="convs2s_tf")
@@ -19,7 +20,8 @@ class PositionwiseFFN(keras.layers.Layer):
     PoseNet ends each layer with "a position-wise feed-forward net of n linear maps"; the
     Transformer's is n = 2 with a 4x wider hidden layer (tensor2tensor's
     `dense_relu_dense`, whose dropout acts on the hidden activations). Positions do not
-    interact, so a decoding step is the same call on one position.
+    interact, so a decoding step is the same maps on its `[rows, d]` (`step`, with the
+    weights read once: `read_step_weights`).
 
     Args:
         hidden_dim: Width of the inner layers.
@@ -75,6 +77,18 @@ class PositionwiseFFN(keras.layers.Layer):
         for dense in self.maps[:-1]:
             x = self.dropout_layer(tf.nn.relu(dense(x)), training=training)
         return self.maps[-1](x)
+
+    def read_step_weights(self) -> tuple[DenseWeights, ...]:
+        """The maps' weights for `step`."""
+        return tuple(read_dense(dense) for dense in self.maps)
+
+    def step(self, rows: tf.Tensor, weights: tuple[DenseWeights, ...] | None = None) -> tf.Tensor:
+        """The net on `[rows, d]` at inference (`weights`: `read_step_weights()`, or
+        None: read now)."""
+        maps = weights or self.read_step_weights()
+        for dense in maps[:-1]:
+            rows = tf.nn.relu(dense_rows(rows, dense))
+        return dense_rows(rows, maps[-1])
 
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
+from convs2s_tf.models.posenet.step_weights import NormWeights, norm_rows, read_norm
 
 PLACEMENTS = ("post", "pre")
 
@@ -23,7 +24,8 @@ class ResidualNorm(keras.layers.Layer):
     residual stream stays unnormalised, which deep stacks train with far fewer updates
     (the stack then needs a norm of its own at its end). The caller feeds the sub-layer
     `branch_input(x)` and joins its output with `join(x, f(...))`; both act per position,
-    so a decoding step makes the same calls on one position.
+    so a decoding step makes the same calls on its `[rows, d]` (`branch_rows`,
+    `join_rows`, with the norm's weights read once: `read_step_weights`).
 
     Args:
         dropout: Drop probability of the sub-layer's output.
@@ -64,6 +66,27 @@ class ResidualNorm(keras.layers.Layer):
     def call(self, inputs: tf.Tensor, update: tf.Tensor, training: bool = False) -> tf.Tensor:
         joined = inputs + self.dropout_layer(update, training=training)
         return self.norm(joined) if self.placement == "post" else joined
+
+    def read_step_weights(self) -> NormWeights:
+        """The norm's weights for `branch_rows` and `join_rows`."""
+        return read_norm(self.norm)
+
+    def branch_rows(self, rows: tf.Tensor, weights: NormWeights | None = None) -> tf.Tensor:
+        """`branch_input` of `[rows, d]` at inference (`weights`: `read_step_weights()`,
+        or None: read now)."""
+        if self.placement != "pre":
+            return rows
+        return norm_rows(rows, weights or self.read_step_weights())
+
+    def join_rows(
+        self, rows: tf.Tensor, update: tf.Tensor, weights: NormWeights | None = None
+    ) -> tf.Tensor:
+        """The join of `[rows, d]` and their update at inference (no dropout;
+        `weights` as `branch_rows`')."""
+        joined = rows + update
+        if self.placement != "post":
+            return joined
+        return norm_rows(joined, weights or self.read_step_weights())
 
     def compute_output_shape(
         self, inputs_shape: Sequence[int | None], update_shape: Any = None

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
 
+from convs2s_tf.models.posenet.step_weights import read_variable
+
 _PADDINGS = ("same", "causal")
+
+
+class SeparableWeights(NamedTuple):
+    """A `SeparableConv1D`'s weights in its compute dtype, as its step reads them.
+
+    Fields:
+        depthwise: `[kernel_size, channels]`.
+        pointwise: One `[channels / groups, filters / groups]` map per group.
+        bias: `[filters]`, or None.
+    """
+
+    depthwise: tf.Tensor
+    pointwise: tuple[tf.Tensor, ...]
+    bias: tf.Tensor | None
+
 
 # Inputs of at most this many positions (batch x time) convolve by gathering taps at
 # inference: TensorFlow's depthwise op costs about 160 microseconds a call on oneDNN
@@ -31,7 +48,8 @@ class SeparableConv1D(keras.layers.Layer):
 
     `"causal"` padding puts the `(kernel_size - 1) * dilation_rate` zeros on the left,
     so output `t` sees inputs up to `t` only, and `step` decodes one position from a
-    window of that many past inputs (`initial_window`: zeros, as the padding). `"same"`
+    window of that many past inputs (`initial_window`: zeros, as the padding) with the
+    weights read once (`read_step_weights`). `"same"`
     splits the padding between both sides (the extra zero on the right). At inference
     (`training=False`) an input of at most `GATHERED_TAPS_POSITIONS` positions gathers
     each position's taps instead of calling TensorFlow's depthwise op (the same sums).
@@ -185,44 +203,50 @@ class SeparableConv1D(keras.layers.Layer):
         shape = tf.shape(depthwise)
         rows = tf.reshape(depthwise, [-1, depthwise.shape[-1]])
         kernel = tf.cast(self.pointwise_kernel, self.compute_dtype)
-        # One plain matrix product per group: an einsum with the group as a batch axis
-        # differentiates into a kernel gradient that oneDNN runs ~100x slower (measured:
-        # 220 ms against 2 ms a convolution on a 4,000-token bfloat16 batch).
-        if self.groups == 1:
-            outputs = tf.matmul(rows, kernel[0])
-        else:
-            parts = tf.split(rows, self.groups, axis=-1)
-            outputs = tf.concat([tf.matmul(part, kernel[g]) for g, part in enumerate(parts)], -1)
-        outputs = tf.reshape(outputs, tf.concat([shape[:-1], [self.filters]], 0))
-        if self.bias is not None:
-            outputs += tf.cast(self.bias, self.compute_dtype)
-        return outputs
+        parts = tuple(kernel[g] for g in range(self.groups))
+        bias = None if self.bias is None else tf.cast(self.bias, self.compute_dtype)
+        outputs = _pointwise_rows(rows, parts, bias)
+        return tf.reshape(outputs, tf.concat([shape[:-1], [self.filters]], 0))
 
     def initial_window(self, batch_size: int | tf.Tensor, channels: int) -> tf.Tensor:
         """Returns the window before the first causal step: `[batch, window_length,
         channels]` zeros (the left padding)."""
         return tf.zeros([batch_size, self.window_length, channels], self.compute_dtype)
 
-    def step(self, inputs: tf.Tensor, window: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def read_step_weights(self) -> SeparableWeights:
+        """The weights `step` computes with, in the compute dtype."""
+        dtype = self.compute_dtype
+        kernel = read_variable(self.pointwise_kernel, dtype)
+        return SeparableWeights(
+            depthwise=read_variable(self.depthwise_kernel, dtype),
+            pointwise=tuple(kernel[g] for g in range(self.groups)),
+            bias=None if self.bias is None else read_variable(self.bias, dtype),
+        )
+
+    def step(
+        self, inputs: tf.Tensor, window: tf.Tensor, weights: SeparableWeights | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Returns `(output, window)` of one causal position.
 
         Args:
-            inputs: `[batch, 1, channels]`, the input at this position.
+            inputs: `[batch, channels]`, the input at this position.
             window: `[batch, window_length, channels]`, the previous inputs.
+            weights: `read_step_weights()` (read once for many steps), or None: read now.
 
         Returns:
-            The `[batch, 1, filters]` output and the window shifted by one.
+            The `[batch, filters]` output and the window shifted by one.
 
         Raises:
             ValueError: for a `"same"` convolution, which needs later inputs.
         """
         if self.padding != "causal":
             raise ValueError("Only a causal SeparableConv1D can step.")
-        history = tf.concat([window, tf.cast(inputs, window.dtype)], axis=1)
-        taps = history[:, :: self.dilation_rate]  # kernel_size rows, oldest first
-        kernel = tf.cast(self.depthwise_kernel, self.compute_dtype)
-        depthwise = tf.reduce_sum(taps * kernel, axis=1, keepdims=True)
-        return self._pointwise(depthwise), history[:, 1:]
+        weights = weights or self.read_step_weights()
+        history = tf.concat([window, tf.cast(inputs, window.dtype)[:, None]], axis=1)
+        # kernel_size rows, oldest first.
+        taps = history if self.dilation_rate == 1 else history[:, :: self.dilation_rate]
+        depthwise = tf.reduce_sum(taps * weights.depthwise, axis=1)
+        return _pointwise_rows(depthwise, weights.pointwise, weights.bias), history[:, 1:]
 
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.filters,)
@@ -241,3 +265,18 @@ class SeparableConv1D(keras.layers.Layer):
             }
         )
         return config
+
+
+def _pointwise_rows(
+    rows: tf.Tensor, parts: Sequence[tf.Tensor], bias: tf.Tensor | None
+) -> tf.Tensor:
+    """The grouped 1x1 map of `[rows, channels]`: `parts` holds each group's map."""
+    # One plain matrix product per group: an einsum with the group as a batch axis
+    # differentiates into a kernel gradient that oneDNN runs ~100x slower (measured:
+    # 220 ms against 2 ms a convolution on a 4,000-token bfloat16 batch).
+    if len(parts) == 1:
+        outputs = tf.matmul(rows, parts[0])
+    else:
+        inputs = tf.split(rows, len(parts), axis=-1)
+        outputs = tf.concat([tf.matmul(x, part) for x, part in zip(inputs, parts)], -1)
+    return outputs if bias is None else outputs + bias

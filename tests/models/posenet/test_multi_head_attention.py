@@ -19,7 +19,7 @@ def test_layer_contract_and_causal_step():
         expected_num_non_trainable_variables=1,  # the dropout's seed generator
         call_kwargs={"causal": True, "training": False},
         initial_state_fn=lambda layer: layer.initial_cache(2, 7),  # longer than the input
-        step_fn=lambda layer, t, cache: layer.step(query[:, t : t + 1], cache, t),
+        step_fn=lambda layer, t, cache: layer.step(query[:, t], cache, t),
         mixed_precision_output_dtype="bfloat16",
     )
 
@@ -78,7 +78,7 @@ def test_cross_attention_steps_group_hypotheses_by_sentence(rng):
     keys, values = attention.step_memory(memory)
     assert keys.shape == (2, 2, 4, 4)  # head-major: [sentences, heads, source, head_dim]
     bias = attention.padding_bias(mask, 4, keys.dtype)
-    flat = queries.reshape(6, 1, 8)
+    flat = queries.reshape(6, 8)
     stepped, weights = attention.attend_memory(
         flat, keys, values, bias, beam_size=3, return_weights=True
     )

@@ -42,7 +42,7 @@ def test_layer_contract_and_causal_step(init_kwargs):
         expected_output_shape=(2, 7, 6),
         expected_num_trainable_weights=3 if init_kwargs.get("use_bias") else 2,
         initial_state_fn=lambda layer: layer.initial_window(2, 6),
-        step_fn=lambda layer, t, window: layer.step(inputs[:, t : t + 1], window),
+        step_fn=lambda layer, t, window: layer.step(inputs[:, t], window),
         mixed_precision_output_dtype="bfloat16",
     )
 
@@ -124,4 +124,4 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="Only a causal"):
         layer = SeparableConv1D(4, 3)
         layer.build([None, None, 4])
-        layer.step(tf.ones([1, 1, 4]), tf.zeros([1, 2, 4]))
+        layer.step(tf.ones([1, 4]), tf.zeros([1, 2, 4]))
