@@ -21,11 +21,12 @@ MEMORY_SOURCE_AXIS = 2
 
 
 class AttentionWeights(NamedTuple):
-    """The four maps of a `MultiHeadAttention`, as its steps read them."""
+    """The maps of a `MultiHeadAttention` as its steps read them: the query map (for
+    cross-attention), the query, key and value maps side by side as one (for
+    self-attention: one product a step instead of three) and the output map."""
 
     query: DenseWeights
-    key: DenseWeights
-    value: DenseWeights
+    query_key_value: DenseWeights
     output: DenseWeights
 
 
@@ -153,8 +154,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def read_step_weights(self) -> AttentionWeights:
         """The four maps' weights for `step` and `attend_memory`."""
-        maps = (self.query_map, self.key_map, self.value_map, self.output_map)
-        return AttentionWeights(*(read_dense(dense) for dense in maps))
+        query, key, value = (read_dense(m) for m in (self.query_map, self.key_map, self.value_map))
+        joint = DenseWeights(*(tf.concat(parts, axis=-1) for parts in zip(query, key, value)))
+        return AttentionWeights(query, joint, read_dense(self.output_map))
 
     def attend_memory(
         self,
@@ -219,13 +221,12 @@ class MultiHeadAttention(keras.layers.Layer):
             def heads(rows: tf.Tensor) -> tf.Tensor:  # [batch, heads, 1, head_dim]
                 return tf.reshape(rows, [-1, self.num_heads, 1, head_dim])
 
+            projected = tf.split(dense_rows(query, maps.query_key_value), 3, axis=-1)
+            queries, keys, values = (heads(rows) for rows in projected)
             cache = {
-                "keys": _write_column(cache["keys"], heads(dense_rows(query, maps.key)), column),
-                "values": _write_column(
-                    cache["values"], heads(dense_rows(query, maps.value)), column
-                ),
+                "keys": _write_column(cache["keys"], keys, column),
+                "values": _write_column(cache["values"], values, column),
             }
-            queries = heads(dense_rows(query, maps.query))
             logits = tf.matmul(
                 queries * tf.cast(head_dim**-0.5, queries.dtype), cache["keys"], transpose_b=True
             )
