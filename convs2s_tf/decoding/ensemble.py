@@ -86,6 +86,13 @@ class _EnsembleDecoder:
             decoder.select_outputs(ids, valid, kernels=kernels) for decoder in self._decoders
         )
 
+    def read_step_weights(self) -> tuple[Any, ...]:
+        """Each member decoder's `read_step_weights()`, None for a member without."""
+        return tuple(
+            decoder.read_step_weights() if hasattr(decoder, "read_step_weights") else None
+            for decoder in self._decoders
+        )
+
     def step(
         self,
         tokens: tf.Tensor,
@@ -95,6 +102,7 @@ class _EnsembleDecoder:
         beam_size: int = 1,
         output_subset: Sequence[Any] | None = None,
         kernels: FoldedKernels | None = None,
+        step_weights: Sequence[Any] | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, tuple[Any, ...]]:
         """One position for every hypothesis from every member.
 
@@ -107,6 +115,7 @@ class _EnsembleDecoder:
             beam_size: Hypotheses per sentence.
             output_subset: The tuple from `select_outputs`, or None (whole vocabulary).
             kernels: Optional `FoldedKernels` of the members' layers.
+            step_weights: Optional `read_step_weights()` of the members.
 
         Returns:
             `(log_probs, attention, incremental_state)`: the combined `[batch, vocab]`
@@ -115,9 +124,11 @@ class _EnsembleDecoder:
         """
         logits, attention, states = [], [], []
         subsets = output_subset or (None,) * len(self._decoders)
-        for decoder, state, encoded, subset in zip(
-            self._decoders, incremental_state, encoder_output, subsets
+        member_weights = step_weights or (None,) * len(self._decoders)
+        for decoder, state, encoded, subset, weights in zip(
+            self._decoders, incremental_state, encoder_output, subsets, member_weights
         ):
+            read_once = {} if weights is None else {"step_weights": weights}
             member_logits, member_attention, state = decoder.step(
                 tokens,
                 step,
@@ -126,6 +137,7 @@ class _EnsembleDecoder:
                 beam_size=beam_size,
                 output_subset=subset,
                 kernels=kernels,
+                **read_once,
             )
             logits.append(member_logits)
             attention.append(member_attention)

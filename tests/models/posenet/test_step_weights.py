@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from convs2s_tf.decoding import make_inference_model
+from convs2s_tf.decoding import Ensemble, make_inference_model
 from convs2s_tf.models.families import build_model, with_family
 from convs2s_tf.models.posenet.step_weights import dense_rows, norm_rows, read_dense, read_norm
 
@@ -34,9 +34,8 @@ def test_rows_equal_the_keras_layers_bit_for_bit(policy, rng):
     np.testing.assert_array_equal(normed, expected_norm)
 
 
-def test_the_search_step_reads_no_variable():
-    # The inference model reads the step's weights where it is made; a step traced
-    # after it (as the search's loop body is) holds no variable read.
+def _small_posenet(seed):
+    tf.keras.utils.set_random_seed(seed)
     config = with_family(
         "posenet",
         dict(
@@ -53,6 +52,15 @@ def test_the_search_step_reads_no_variable():
     )
     model = build_model(config)
     model(model.dummy_inputs())
+    return model
+
+
+@pytest.mark.parametrize("members", [1, 2], ids=["model", "ensemble"])
+def test_the_search_step_reads_no_variable(members):
+    # The inference model reads the step's weights where it is made; a step traced
+    # after it (as the search's loop body is) holds no variable read.
+    models = [_small_posenet(seed) for seed in range(members)]
+    model = models[0] if members == 1 else Ensemble(models)
     inference = make_inference_model(model)
     encoded = inference.encode(tf.constant([[5, 6, 7, 2]]))
     state = inference.decoder.initial_state(2, 3)
