@@ -153,7 +153,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return tf.cast((1.0 - tf.cast(padding_mask, tf.float32)) * _MASKED, dtype)[:, None, None]
 
     def read_step_weights(self) -> AttentionWeights:
-        """The four maps' weights for `step` and `attend_memory`."""
+        """The maps' weights for `step` and `attend_memory` (`AttentionWeights`)."""
         query, key, value = (read_dense(m) for m in (self.query_map, self.key_map, self.value_map))
         joint = DenseWeights(*(tf.concat(parts, axis=-1) for parts in zip(query, key, value)))
         return AttentionWeights(query, joint, read_dense(self.output_map))
