@@ -15,7 +15,10 @@ process of each arm's default export in turn (batch-1 mean over the first
 --latency_sentences, first-pass sentences/s at --batch_size), each figure the median of
 the rounds. With them: trainable parameters, updates, epochs and the median of the
 epochs' target tokens/s. Every stage is kept on disk (`.train.json`, `.json`,
-`.speedN.json` beside the run), so a re-run continues. An arm of --equal_updates also
+`.speedN.json` beside the run), so a re-run continues: a training stopped part-way (the
+benchmark killed) resumes from its last checkpoint within its one budget, its console
+appended to the log. A seed's stages are refused on another CPU than the one that made
+the first of them (`seedN.machine.json`). An arm of --equal_updates also
 trains as `NAME_updates`, its budget and final annealing stretched to the first arm's
 updates at its equal-time rate.
 --train_flags go to every training after its flagfile's (on a CPU without bfloat16
@@ -27,14 +30,18 @@ import functools
 import json
 import os
 import statistics
+import subprocess
 
 from absl import app, flags
 
 from benchmarks import (
     ROOT,
+    CommandError,
+    child_env,
     cpu_description,
     last_json,
     main,
+    python,
     run_python,
     stage_json,
     training_budget,
@@ -54,6 +61,11 @@ DEFAULT_ARMS = [
     "posenet_pre:configs/posenet_multi30k.cfg",
 ]
 FLAGS = flags.FLAGS
+# Where `TrainingState.train_seconds` (the run's training time over every process) is in
+# a training checkpoint.
+_TRAIN_SECONDS_KEY = "state/train_seconds/.ATTRIBUTES/VARIABLE_VALUE"
+# The line that starts each training process' part of an arm's log.
+_LOG_START = "# started: python"
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -79,35 +91,56 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def _model_figures(model_dir):
-    """Trainable parameters (a shared table once) and updates (the last checkpoint's step:
-    training saves when it stops) of a run."""
+    """Trainable parameters (a shared table once), updates and training seconds of a run:
+    its last checkpoint's step and budget account (training saves when it stops), over
+    every process that trained it."""
+    import tensorflow as tf
+
     from convs2s_tf.runs import RunDirectory
     from convs2s_tf.runs.checkpoint_directory import checkpoint_step
     from convs2s_tf.runs.loading import build_model, read_run_config
 
     latest = RunDirectory(model_dir).latest_checkpoint()
     parameters = trainable_parameters(build_model(read_run_config(model_dir)["model"]))
-    return {"parameters": parameters, "updates": checkpoint_step(latest) if latest else 0}
+    figures = {"parameters": parameters, "updates": checkpoint_step(latest) if latest else 0}
+    seconds = float(tf.train.load_variable(latest, _TRAIN_SECONDS_KEY)) if latest else 0.0
+    return {**figures, "train_seconds": round(seconds, 1)}
+
+
+def _run_logged(command, log_path):
+    """Runs `python COMMAND...`, its standard output and error appended to `log_path`.
+
+    Raises:
+        CommandError: It failed (the end of its log in the message).
+    """
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"{_LOG_START} {' '.join(command)}\n")
+        log.flush()
+        status = subprocess.run(
+            python(*command), cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT
+        ).returncode
+    if status != 0:
+        with open(log_path, encoding="utf-8") as f:
+            tail = f.read()[-3000:]
+        raise CommandError(f"{' '.join(command[:3])} ... failed (exit {status}):\n{tail}")
 
 
 def train(flagfile, model_dir, budget=None):
-    """Trains one arm (unless it finished before), with `budget`'s flags after its
-    flagfile's; returns its training figures."""
+    """Trains one arm (unless it finished before; a training stopped part-way resumes),
+    with `budget`'s flags after its flagfile's; returns its training figures."""
     log_path = f"{model_dir}.log"
 
     def run_training():
-        command = ["pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
+        command = ["-m", "pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
         command += FLAGS.train_flags
         command += [f"--{name}={value}" for name, value in (budget or {}).items()]
-        seconds, stdout, stderr = run_python("-m", *command, f"--seed={FLAGS.seed}")
-        with open(log_path, "w", encoding="utf-8") as f:
-            f.write(stdout + stderr)
-        return {"train_seconds": round(seconds, 1)}
+        _run_logged([*command, f"--seed={FLAGS.seed}"], log_path)
+        return {"trained": True}
 
-    seconds = stage_json(f"{model_dir}.train.json", run_training)["train_seconds"]
+    stage_json(f"{model_dir}.train.json", run_training)
     with open(log_path, encoding="utf-8") as f:
         console = f.read()
-    figures = {"flagfile": flagfile, "train_seconds": seconds, **_model_figures(model_dir)}
+    figures = {"flagfile": flagfile, **_model_figures(model_dir)}
     figures["epochs"] = len(epoch_token_rates(console))
     return {**figures, "train_tokens_per_sec": median_token_rate(console)}
 
@@ -171,6 +204,15 @@ def run(options):
     FLAGS = options  # the functions above read the options from here
     runs_dir = os.path.abspath(FLAGS.runs_dir)
     os.makedirs(runs_dir, exist_ok=True)
+    cpu = cpu_description()
+    machine = stage_json(
+        os.path.join(runs_dir, f"seed{FLAGS.seed}.machine.json"), lambda: {"cpu": cpu}
+    )
+    if machine["cpu"] != cpu:
+        raise app.UsageError(
+            f"{runs_dir} holds seed {FLAGS.seed}'s stages measured on {machine['cpu']}; this "
+            f"machine is {cpu}. A seed's arms share one machine: give another --runs_dir."
+        )
     arms, budget = {}, training_budget(FLAGS.train_minutes) if FLAGS.train_minutes else {}
     model_dirs = {}
     for arm in FLAGS.arms:
@@ -191,7 +233,6 @@ def run(options):
             arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, stretched)
     for name, figures in timed_rounds(model_dirs).items():
         arms[name].update(figures)
-    cpu = cpu_description()
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
     print(json.dumps({"seed": FLAGS.seed, "cpu": cpu, "arms": arms}))
 

@@ -47,6 +47,10 @@ fi
 # Two test processes (TEST_WORKERS=0: one), each running a whole file at a time so that a
 # module's fixtures (a trained run, an export) are made once; modules in the order
 # tests/conftest.py sets (the long end-to-end ones first).
+# One compute thread per TensorFlow (and PyTorch) process: the two workers and the
+# processes they start share two cores, and pools sized to every core each make them wait
+# on each other (a multi-worker test took three times as long beside another worker).
+export TF_NUM_INTRAOP_THREADS="${TF_NUM_INTRAOP_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 TESTS_STATUS=0
 python3 -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
   --durations=25 "${SELECT[@]}" "$@" || TESTS_STATUS=$?

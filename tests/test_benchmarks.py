@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from absl import flags
+from absl import app, flags
 from helpers.corpora import (
     TINY_MODEL_FLAGS,
     local_corpus_flags,
@@ -176,9 +176,7 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         )
         + "\n"
     )
-    line, _ = run_benchmark(
-        family_comparison,
-        capsys,
+    arguments = [
         "--seed=3",
         f"--arms=tiny:{config}",
         f"--runs_dir={tmp_path / 'runs'}",
@@ -193,7 +191,8 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         # The buckets are tested with the export (tests/test_export.py); here their
         # compilation would only lengthen the arm's export and its load.
         "--nobuckets",
-    )
+    ]
+    line, _ = run_benchmark(family_comparison, capsys, *arguments)
     arm = line["arms"]["tiny"]
     assert line["seed"] == 3 and arm["epochs"] == 1 and arm["updates"] > 0
     assert arm["parameters"] > 0 and arm["train_seconds"] > 0 and arm["train_tokens_per_sec"] > 0
@@ -204,3 +203,17 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
         {key: arm[key] for key in ("batch1_ms", "batch64_sentences_per_sec")}
     ]
     assert (tmp_path / "runs" / "tiny_seed3.speed1.json").is_file()
+    # Killed after its training, before its stage was written: the re-run starts the
+    # training again, which finds its run at its end; the log keeps both processes' lines.
+    for stage in ("train.json", "json"):
+        (tmp_path / "runs" / f"tiny_seed3.{stage}").unlink()
+    again, _ = run_benchmark(family_comparison, capsys, *arguments)
+    log = (tmp_path / "runs" / "tiny_seed3.log").read_text()
+    assert log.count("# started: python -m pipelines.train") == 2
+    resumed = again["arms"]["tiny"]
+    assert (resumed["updates"], resumed["epochs"]) == (arm["updates"], arm["epochs"])
+    assert resumed["train_seconds"] == arm["train_seconds"]
+    # Another CPU's stages are refused.
+    (tmp_path / "runs" / "seed3.machine.json").write_text('{"cpu": "another CPU"}')
+    with pytest.raises(app.UsageError, match="measured on another CPU; this machine is"):
+        run_benchmark(family_comparison, capsys, *arguments)
