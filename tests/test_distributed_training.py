@@ -124,33 +124,13 @@ def epoch_indices(step_records):
     return by_epoch
 
 
-@pytest.mark.slow  # several worker processes
-def test_workers_prepare_once_and_train_every_pair_once_per_epoch(
+@pytest.mark.slow  # several worker processes, three times
+def test_killed_then_preempted_run_prepares_once_and_trains_every_pair_once_per_epoch(
     tmp_path, short_corpus, fork_server
 ):
-    results = finish(start_workers(tmp_path, short_corpus, ["--max_epochs=2"], fork_server))
-    for status, _, stderr in results:
-        assert status == 0, stderr[-3000:]
-    # Both started over an unprepared directory: one prepared it, the other waited.
-    assert sum("Prepared " in stdout for _, stdout, _ in results) == 1
-    assert not list((tmp_path / "data").glob("*lock*"))
-    expected = collections.Counter(expected_indices(tmp_path))
-    seen = epoch_indices(steps(tmp_path, 0) + steps(tmp_path, 1))
-    assert sorted(seen) == [1, 2]
-    for epoch in (1, 2):
-        assert seen[epoch] == expected  # every pair exactly once, across workers and replicas
-    # Both workers took the same steps, with the same learning rate; only the chief wrote.
-    assert [s["step"] for s in steps(tmp_path, 0)] == [s["step"] for s in steps(tmp_path, 1)]
-    assert [line for line in records(tmp_path, 1) if "saved" in line] == []
-    assert [line for line in records(tmp_path, 0) if "saved" in line]
-    assert not [name for name in os.listdir(tmp_path / "run") if name.startswith("worker")]
-
-
-@pytest.mark.slow  # several worker processes
-def test_killed_then_preempted_run_resumes_with_every_pair_once(
-    tmp_path, short_corpus, fork_server
-):
-    extra = ["--max_epochs=1"]
+    """Two epochs: both workers start over an unprepared data directory and are killed
+    mid-epoch, restarted and preempted, restarted and run to the end."""
+    extra = ["--max_epochs=2"]
     # 1. SIGKILL both workers mid-epoch (a lost job): steps after the last save are lost.
     processes = start_workers(tmp_path, short_corpus, extra, fork_server)
     wait_until(lambda: len(steps(tmp_path, 0)) >= 5, processes)  # past the save at step 3
@@ -159,7 +139,10 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(
         # client ends once the server has seen it die.
         pid = [line["pid"] for line in records(tmp_path, index) if "pid" in line][-1]
         os.kill(pid, signal.SIGKILL)
-    finish(processes)
+    killed_output = finish(processes)
+    # Both started over an unprepared directory: one prepared it, the other waited.
+    assert sum("Prepared " in stdout for _, stdout, _ in killed_output) == 1
+    assert not list((tmp_path / "data").glob("*lock*"))
     killed = [steps(tmp_path, i) for i in range(WORKERS)]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
     # 2. Restart; SIGTERM one worker: every worker saves at the same step and exits 143.
@@ -177,18 +160,30 @@ def test_killed_then_preempted_run_resumes_with_every_pair_once(
     assert resumed_at % 3 == 0 and resumed_at <= killed[0][-1]["step"]
     assert restarted[0][-1]["step"] == restarted[1][-1]["step"]
     since = [len(lines(tmp_path, i)) for i in range(WORKERS)]
-    # 3. Restart again: the run continues from the SIGTERM's step and ends the epoch.
+    # 3. Restart again: the run continues from the SIGTERM's step to the end of epoch 2.
     results = finish(start_workers(tmp_path, short_corpus, extra, fork_server))
     for status, stdout, stderr in results:
         assert status == 0, stderr[-3000:]
     final = [steps(tmp_path, i, since[i]) for i in range(WORKERS)]
     assert final[0][0]["step"] == restarted[0][-1]["step"] + 1  # nothing lost, nothing replayed
+    # Both workers took the same steps, with the same learning rate; only the chief wrote.
+    assert final[0] and [s["step"] for s in final[0]] == [s["step"] for s in final[1]]
+    assert [s["learning_rate"] for s in final[0]] == [s["learning_rate"] for s in final[1]]
+    assert [line for line in records(tmp_path, 1) if "saved" in line] == []
+    assert [line for line in records(tmp_path, 0) if "saved" in line]
+    assert not [name for name in os.listdir(tmp_path / "run") if name.startswith("worker")]
+    # Every pair exactly once an epoch, across workers and replicas, with the steps a kill
+    # lost (after the last save) left out.
     trained = [
         line
         for i in range(WORKERS)
         for line in [s for s in killed[i] if s["step"] <= resumed_at] + restarted[i] + final[i]
     ]
-    assert epoch_indices(trained)[1] == collections.Counter(expected_indices(tmp_path))
+    expected = collections.Counter(expected_indices(tmp_path))
+    by_epoch = epoch_indices(trained)
+    assert sorted(by_epoch) == [1, 2]
+    for epoch in (1, 2):
+        assert by_epoch[epoch] == expected, epoch
 
 
 @pytest.mark.slow  # several worker processes
