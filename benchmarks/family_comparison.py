@@ -18,7 +18,8 @@ epochs' target tokens/s. Every stage is kept on disk (`.train.json`, `.json`,
 `.speedN.json` beside the run), so a re-run continues: a training stopped part-way (the
 benchmark killed) resumes from its last checkpoint within its one budget, its console
 appended to the log. A seed's stages are refused on another CPU than the one that made
-the first of them (`seedN.machine.json`). An arm of --equal_updates also
+the first of them (`seedN.machine.json`), and an arm's run trained by other arguments
+(its log's last start). An arm of --equal_updates also
 trains as `NAME_updates`, its budget and final annealing stretched to the first arm's
 updates at its equal-time rate.
 --train_flags go to every training after its flagfile's (on a CPU without bfloat16
@@ -125,22 +126,44 @@ def _run_logged(command, log_path):
         raise CommandError(f"{' '.join(command[:3])} ... failed (exit {status}):\n{tail}")
 
 
-def train(flagfile, model_dir, budget=None):
-    """Trains one arm (unless it finished before; a training stopped part-way resumes),
-    with `budget`'s flags after its flagfile's; returns its training figures."""
+def _training_command(flagfile, model_dir, budget=None):
+    """`pipelines.train`'s arguments for one arm, `budget`'s flags after its flagfile's."""
+    command = ["-m", "pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
+    command += FLAGS.train_flags
+    command += [f"--{name}={value}" for name, value in (budget or {}).items()]
+    return [*command, f"--seed={FLAGS.seed}"]
+
+
+def _check_same_training(command, log_path):
+    """Refuses to continue or reuse an arm that its log says another command trained.
+
+    Raises:
+        app.UsageError: The log's last training started with other arguments.
+    """
+    if not os.path.isfile(log_path):
+        return
+    with open(log_path, encoding="utf-8") as f:
+        starts = [line for line in f.read().splitlines() if line.startswith(_LOG_START)]
+    if starts and starts[-1] != f"{_LOG_START} {' '.join(command)}":
+        raise app.UsageError(
+            f"{log_path} was trained by `{starts[-1][len('# started: '):]}`, not by "
+            f"`python {' '.join(command)}`: give another --runs_dir."
+        )
+
+
+def train(command, model_dir):
+    """Trains one arm by `command` (unless it finished before; a training stopped
+    part-way resumes); returns its training figures."""
     log_path = f"{model_dir}.log"
 
     def run_training():
-        command = ["-m", "pipelines.train", f"--flagfile={flagfile}", f"--model_dir={model_dir}"]
-        command += FLAGS.train_flags
-        command += [f"--{name}={value}" for name, value in (budget or {}).items()]
-        _run_logged([*command, f"--seed={FLAGS.seed}"], log_path)
+        _run_logged(command, log_path)
         return {"trained": True}
 
     stage_json(f"{model_dir}.train.json", run_training)
     with open(log_path, encoding="utf-8") as f:
         console = f.read()
-    figures = {"flagfile": flagfile, **_model_figures(model_dir)}
+    figures = _model_figures(model_dir)
     figures["epochs"] = len(epoch_token_rates(console))
     return {**figures, "train_tokens_per_sec": median_token_rate(console)}
 
@@ -170,10 +193,12 @@ def speed(model_dir):
 def arm_figures(name, flagfile, model_dir, budget=None):
     """Trains and scores one arm (unless `MODEL_DIR.json` holds its figures); returns
     its figures."""
+    command = _training_command(flagfile, model_dir, budget)
+    _check_same_training(command, f"{model_dir}.log")
 
     def measure():
         print(f"{name}: training {flagfile} into {model_dir} {budget or ''}", flush=True)
-        return {**train(flagfile, model_dir, budget), **score(model_dir)}
+        return {"flagfile": flagfile, **train(command, model_dir), **score(model_dir)}
 
     figures = stage_json(f"{model_dir}.json", measure)
     print(f"{name}: {json.dumps(figures)}", flush=True)

@@ -213,6 +213,12 @@ def test_family_comparison(short_corpus, tmp_path, capsys):
     resumed = again["arms"]["tiny"]
     assert (resumed["updates"], resumed["epochs"]) == (arm["updates"], arm["epochs"])
     assert resumed["train_seconds"] == arm["train_seconds"]
+    # A run trained by other arguments is neither continued nor reused.
+    other_budget = [a.replace("--train_minutes=10", "--train_minutes=11") for a in arguments]
+    with pytest.raises(
+        app.UsageError, match="tiny_seed3.log was trained by .*--max_train_minutes=10"
+    ):
+        run_benchmark(family_comparison, capsys, *other_budget)
     # Another CPU's stages are refused.
     (tmp_path / "runs" / "seed3.machine.json").write_text('{"cpu": "another CPU"}')
     with pytest.raises(app.UsageError, match="measured on another CPU; this machine is"):
