@@ -65,8 +65,8 @@ FLAGS = flags.FLAGS
 # Where `TrainingState.train_seconds` (the run's training time over every process) is in
 # a training checkpoint.
 _TRAIN_SECONDS_KEY = "state/train_seconds/.ATTRIBUTES/VARIABLE_VALUE"
-# The line that starts each training process' part of an arm's log.
-_LOG_START = "# started: python"
+# What starts each training process' part of an arm's log, before its command.
+_LOG_START = "# started: "
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -108,6 +108,11 @@ def _model_figures(model_dir):
     return {**figures, "train_seconds": round(seconds, 1)}
 
 
+def _start_line(command):
+    """The log line that starts the part of `python COMMAND...`."""
+    return f"{_LOG_START}python {' '.join(command)}"
+
+
 def _run_logged(command, log_path):
     """Runs `python COMMAND...`, its standard output and error appended to `log_path`.
 
@@ -115,7 +120,7 @@ def _run_logged(command, log_path):
         CommandError: It failed (the end of its log in the message).
     """
     with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"{_LOG_START} {' '.join(command)}\n")
+        log.write(_start_line(command) + "\n")
         log.flush()
         status = subprocess.run(
             python(*command), cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT
@@ -144,10 +149,10 @@ def _check_same_training(command, log_path):
         return
     with open(log_path, encoding="utf-8") as f:
         starts = [line for line in f.read().splitlines() if line.startswith(_LOG_START)]
-    if starts and starts[-1] != f"{_LOG_START} {' '.join(command)}":
+    if starts and starts[-1] != _start_line(command):
         raise app.UsageError(
-            f"{log_path} was trained by `{starts[-1][len('# started: '):]}`, not by "
-            f"`python {' '.join(command)}`: give another --runs_dir."
+            f"{log_path} was trained by `{starts[-1][len(_LOG_START):]}`, not by "
+            f"`{_start_line(command)[len(_LOG_START):]}`: give another --runs_dir."
         )
 
 
