@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
+from convs2s_tf.models.posenet.layer_norm import LayerNorm
 from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D, SeparableWeights
 from convs2s_tf.models.posenet.step_weights import NormWeights, norm_rows, read_norm
 
@@ -82,8 +83,7 @@ class ConvBox(keras.layers.Layer):
             for i, ((k, r), count) in enumerate(zip(self.convolutions, self.groups))
         ]
         self.norms = [
-            keras.layers.LayerNormalization(epsilon=self.epsilon, name=f"norm_{i}")
-            for i in range(len(self.convs))
+            LayerNorm(epsilon=self.epsilon, name=f"norm_{i}") for i in range(len(self.convs))
         ]
         track_for_checkpoint(
             self,
@@ -109,7 +109,7 @@ class ConvBox(keras.layers.Layer):
             x = tf.nn.relu(x)
             if padding_mask is not None:
                 x *= tf.cast(padding_mask, x.dtype)[..., None]
-            x = norm(conv(x, training=training))
+            x = norm(conv(x, training=training), training=training)
         return x
 
     def initial_state(self, batch_size: int | tf.Tensor, channels: int) -> tuple[tf.Tensor, ...]:

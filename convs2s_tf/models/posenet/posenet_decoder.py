@@ -203,7 +203,7 @@ class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.
 
         def attend(layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
             attended, layer_weights = layer.cross_attention(
-                layer.cross_attention_norm.branch_input(x),
+                layer.cross_attention_norm.branch_input(x, training),
                 encoder_output.hidden,
                 padding_mask=source_mask,
                 training=training,
@@ -216,7 +216,9 @@ class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.
             x = self._add_timing(x, signal, index)
             if layer.self_attention is not None and layer.self_attention_norm is not None:
                 attended = layer.self_attention(
-                    layer.self_attention_norm.branch_input(x), causal=True, training=training
+                    layer.self_attention_norm.branch_input(x, training),
+                    causal=True,
+                    training=training,
                 )
                 x = layer.self_attention_norm(x, attended, training=training)
             if self.cross_attention_placement == "before":
@@ -226,10 +228,10 @@ class PoseNetDecoder(IncrementalPoseNetDecoding, TiedTableFolding, keras.layers.
             if self.cross_attention_placement == "after":
                 x = attend(layer, x)
             if layer.ffn is not None and layer.ffn_norm is not None:
-                update = layer.ffn(layer.ffn_norm.branch_input(x), training=training)
+                update = layer.ffn(layer.ffn_norm.branch_input(x, training), training=training)
                 x = layer.ffn_norm(x, update, training=training)
         if self.final_norm is not None:
-            x = self.final_norm(x)
+            x = self.final_norm(x, training=training)
         if return_attention == "per_layer":
             return x, weights
         if return_attention:

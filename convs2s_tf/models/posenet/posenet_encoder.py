@@ -237,15 +237,17 @@ class PoseNetEncoder(keras.layers.Layer):
             x = x + y + layer.box_2(x + y, padding_mask=mask, training=training)
             if layer.attention is not None and layer.attention_norm is not None:
                 attended = layer.attention(
-                    layer.attention_norm.branch_input(x), padding_mask=mask, training=training
+                    layer.attention_norm.branch_input(x, training),
+                    padding_mask=mask,
+                    training=training,
                 )
                 x = layer.attention_norm(x, attended, training=training)
             if layer.ffn is not None and layer.ffn_norm is not None:
-                update = layer.ffn(layer.ffn_norm.branch_input(x), training=training)
+                update = layer.ffn(layer.ffn_norm.branch_input(x, training), training=training)
                 x = layer.ffn_norm(x, update, training=training)
             x = x * mask[..., None]
         if self.final_norm is not None:
-            x = self.final_norm(x) * mask[..., None]
+            x = self.final_norm(x, training=training) * mask[..., None]
         return PoseNetEncoderOutput(hidden=x, source_mask=source_mask)
 
     def get_config(self) -> dict[str, Any]:

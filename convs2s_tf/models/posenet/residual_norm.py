@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from convs2s_tf.layers.random_bits_dropout import RandomBitsDropout
+from convs2s_tf.models.posenet.layer_norm import LayerNorm
 from convs2s_tf.models.posenet.step_weights import NormWeights, norm_rows, read_norm
 
 PLACEMENTS = ("post", "pre")
@@ -53,19 +54,19 @@ class ResidualNorm(keras.layers.Layer):
         self.placement = placement
         self.epsilon = float(epsilon)
         self.dropout_layer = RandomBitsDropout(self.dropout)
-        self.norm = keras.layers.LayerNormalization(epsilon=self.epsilon, name="norm")
+        self.norm = LayerNorm(epsilon=self.epsilon, name="norm")
 
     def build(self, inputs_shape: Sequence[int | None], update_shape: Any = None) -> None:
         if not self.norm.built:  # `branch_input` may have built it
             self.norm.build(tuple(inputs_shape))
 
-    def branch_input(self, inputs: tf.Tensor) -> tf.Tensor:
+    def branch_input(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
         """What the sub-layer reads: `inputs` itself (post), or their norm (pre)."""
-        return self.norm(inputs) if self.placement == "pre" else inputs
+        return self.norm(inputs, training=training) if self.placement == "pre" else inputs
 
     def call(self, inputs: tf.Tensor, update: tf.Tensor, training: bool = False) -> tf.Tensor:
         joined = inputs + self.dropout_layer(update, training=training)
-        return self.norm(joined) if self.placement == "post" else joined
+        return self.norm(joined, training=training) if self.placement == "post" else joined
 
     def read_step_weights(self) -> NormWeights:
         """The norm's weights for `branch_rows` and `join_rows`."""

@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 import keras
 import tensorflow as tf
 
+from convs2s_tf.models.posenet.layer_norm import normalize
+
 
 class DenseWeights(NamedTuple):
     """A dense map's kernel `[inputs, outputs]` and bias, in the compute dtype."""
@@ -59,10 +61,5 @@ def dense_rows(rows: tf.Tensor, weights: DenseWeights) -> tf.Tensor:
 
 def norm_rows(rows: tf.Tensor, weights: NormWeights) -> tf.Tensor:
     """The layer norm of `[rows, d]` over `d`, in float32 and back to the rows' dtype:
-    Keras' `LayerNormalization` formula, operation for operation."""
-    x = tf.cast(rows, tf.float32)
-    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
-    variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
-    inverse = tf.math.rsqrt(variance + weights.epsilon) * weights.gamma
-    offset = -mean * inverse + weights.beta
-    return tf.cast(x * inverse + offset, rows.dtype)
+    the `LayerNorm` layer's (and Keras') formula, operation for operation."""
+    return normalize(rows, weights.gamma, weights.beta, weights.epsilon)

@@ -7,6 +7,7 @@ from typing import Any
 import keras
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
+from convs2s_tf.models.posenet.layer_norm import LayerNorm
 from convs2s_tf.models.posenet.multi_head_attention import MultiHeadAttention
 from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
 from convs2s_tf.models.posenet.residual_norm import PLACEMENTS, ResidualNorm
@@ -45,14 +46,14 @@ def ffn_sublayer(
     )
 
 
-def final_norm(placement: str) -> keras.layers.LayerNormalization | None:
+def final_norm(placement: str) -> LayerNorm | None:
     """The norm that ends a stack whose residual norms are `"pre"` (its stream is
     unnormalised); None for `"post"`, whose last join normalises already."""
     if placement not in PLACEMENTS:
         raise ValueError(f"norm_placement must be one of {PLACEMENTS}, got {placement!r}.")
     if placement == "post":
         return None
-    return keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")
+    return LayerNorm(epsilon=1e-6, name="final_norm")
 
 
 def track_layer(owner: keras.layers.Layer, layer: Any, index: int) -> None:
