@@ -62,9 +62,6 @@ DEFAULT_ARMS = [
     "posenet_pre:configs/posenet_multi30k.cfg",
 ]
 FLAGS = flags.FLAGS
-# Where `TrainingState.train_seconds` (the run's training time over every process) is in
-# a training checkpoint.
-_TRAIN_SECONDS_KEY = "state/train_seconds/.ATTRIBUTES/VARIABLE_VALUE"
 # What starts each training process' part of an arm's log, before its command.
 _LOG_START = "# started: "
 
@@ -95,17 +92,17 @@ def _model_figures(model_dir):
     """Trainable parameters (a shared table once), updates and training seconds of a run:
     its last checkpoint's step and budget account (training saves when it stops), over
     every process that trained it."""
-    import tensorflow as tf
-
     from convs2s_tf.runs import RunDirectory
     from convs2s_tf.runs.checkpoint_directory import checkpoint_step
     from convs2s_tf.runs.loading import build_model, read_run_config
+    from convs2s_tf.training.checkpointing import recorded_state_value
 
     latest = RunDirectory(model_dir).latest_checkpoint()
     parameters = trainable_parameters(build_model(read_run_config(model_dir)["model"]))
     figures = {"parameters": parameters, "updates": checkpoint_step(latest) if latest else 0}
-    seconds = float(tf.train.load_variable(latest, _TRAIN_SECONDS_KEY)) if latest else 0.0
-    return {**figures, "train_seconds": round(seconds, 1)}
+    # The run's training time over every process that trained it.
+    seconds = recorded_state_value(latest, "train_seconds") if latest else None
+    return {**figures, "train_seconds": round(seconds or 0.0, 1)}
 
 
 def _start_line(command):

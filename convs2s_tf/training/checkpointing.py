@@ -16,16 +16,15 @@ from convs2s_tf.runs.checkpoints import (
 from convs2s_tf.training.plateau import PlateauSchedule
 from convs2s_tf.training.training_state import TrainingState
 
-# Where `TrainingState.best_valid_loss` is in a checkpoint written by `TrainingCheckpoints`.
-_BEST_LOSS_KEY = "state/best_valid_loss/.ATTRIBUTES/VARIABLE_VALUE"
 
-
-def _best_valid_loss(path: str) -> float | None:
-    """The best validation loss recorded in the checkpoint `path`; None if it holds no
-    training state (the model alone: an imported or averaged run's)."""
-    if _BEST_LOSS_KEY not in dict(tf.train.list_variables(path)):
+def recorded_state_value(path: str, name: str) -> float | None:
+    """The `TrainingState` variable `name` (`best_valid_loss`, `train_seconds`, ...) in
+    the checkpoint `path` (written by `TrainingCheckpoints`); None if the checkpoint holds
+    no training state (the model alone: an imported or averaged run's)."""
+    key = f"state/{name}/.ATTRIBUTES/VARIABLE_VALUE"
+    if key not in dict(tf.train.list_variables(path)):
         return None
-    return float(tf.train.load_variable(path, _BEST_LOSS_KEY))
+    return float(tf.train.load_variable(path, key))
 
 
 class TrainingCheckpoints:
@@ -167,7 +166,7 @@ class TrainingCheckpoints:
             best = self.run_directory.best_checkpoint()
             if best is not None and os.path.normpath(best) == os.path.normpath(restored):
                 return
-            loss = float("inf") if best is None else _best_valid_loss(best)
+            loss = float("inf") if best is None else recorded_state_value(best, "best_valid_loss")
         except (CheckpointError, tf.errors.OpError, IndexError, ValueError) as error:
             logging.warning("Cannot read the best validation loss of best/ (%s).", error)
             return
