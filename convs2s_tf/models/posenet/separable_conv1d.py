@@ -172,7 +172,7 @@ class SeparableConv1D(keras.layers.Layer):
         # out as [rows, rate], so taps `rate` apart are neighbours along the rows and
         # the 2-D depthwise op runs undilated over them. Time on the height axis also
         # suits TF's CPU kernels: their filter gradient takes a slow scalar path along
-        # a width shorter than the kernel (docs/posenet.md, "Training speed").
+        # a width shorter than the kernel (docs/posenet.md, "What a step costs").
         padded_length = length + left + right
         right += -padded_length % rate
         padded = tf.pad(inputs, [[0, 0], [left, right], [0, 0]])
