@@ -61,7 +61,8 @@ class ResidualNorm(keras.layers.Layer):
             self.norm.build(tuple(inputs_shape))
 
     def branch_input(self, inputs: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """What the sub-layer reads: `inputs` itself (post), or their norm (pre)."""
+        """What the sub-layer reads: `inputs` itself (post), or their norm (pre; in
+        training, `training` takes the norm's training path)."""
         return self.norm(inputs, training=training) if self.placement == "pre" else inputs
 
     def call(self, inputs: tf.Tensor, update: tf.Tensor, training: bool = False) -> tf.Tensor:
