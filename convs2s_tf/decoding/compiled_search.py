@@ -35,7 +35,7 @@ from convs2s_tf.decoding.beam_state import (
     SearchOutput,
     initial_beam_state,
 )
-from convs2s_tf.decoding.growing_state import grows
+from convs2s_tf.decoding.growing_state import outgrows
 from convs2s_tf.decoding.inference_model import make_inference_model
 from convs2s_tf.decoding.search_config import SearchConfig
 from convs2s_tf.decoding.step_constants import OutputVocabulary, StepConstants, output_vocabulary
@@ -282,7 +282,8 @@ class BucketedSearch:
         # Padded rows start done: the loop never waits for them.
         state = state._replace(finished_count=tf.where(active, 0, constants.beam_size))
         max_steps = _active_max_steps(max_lengths, active)
-        if grows(decoder, state.cache):  # step `state_width - 1` writes the last column
+        if outgrows(decoder, state.cache, self.state_width):
+            # Step `state_width - 1` writes the last column of an unlimited leaf.
             max_steps = tf.minimum(max_steps, self.state_width)
         return search_loop(
             decoder, constants, state, max_steps, compile_step=False, vocabulary=vocabulary
@@ -298,7 +299,7 @@ class BucketedSearch:
         """The finished hypotheses of a compiled loop's `state`, searched on in graph mode
         (its growing state a column a step) if it stopped with a full growing state."""
         decoder = make_inference_model(self.model, graph_mode_kernels(self.kernels)).decoder
-        if not grows(decoder, state.cache):
+        if not outgrows(decoder, state.cache, self.state_width):
             return state.finished
         # (No step when the compiled loop finished: the loop's condition is false.)
         state = search_loop(

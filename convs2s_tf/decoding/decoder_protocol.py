@@ -14,9 +14,11 @@ compiled into buckets and exported by the code of `convs2s_tf.decoding` and
   them in buffers with room for `positions` entries and names, per leaf, the axis that
   grows (`decoder.position_axes(state)`); the search grows those buffers before a step
   writes beyond them (`convs2s_tf.decoding.growing_state`), so a step costs what the
-  positions decoded so far cost. A decoder whose state is a fixed window (ConvS2S)
-  ignores `positions` and names no axis; every other dimension stays fixed for the
-  whole search (XLA compiles a bucket once).
+  positions decoded so far cost. A leaf that keeps only its last positions names its
+  axis as a `convs2s_tf.models.limited_axis.LimitedAxis` (PoseNet's convolution windows:
+  grown up to their length, then written as a ring). A decoder whose state is a fixed
+  window (ConvS2S) ignores `positions` and names no axis; every other dimension stays
+  fixed for the whole search (XLA compiles a bucket once).
 - `decoder.step(tokens, step, state, encoder_output, beam_size, output_subset)` decodes
   one position for every hypothesis, reading only the state (never earlier positions
   again), writes position `step` into its buffers (the search has grown them to hold
@@ -67,7 +69,8 @@ class IncrementalDecoder(Protocol):
 
     def position_axes(self, incremental_state: Any) -> Any:
         """Returns, for each leaf of `incremental_state` (a nest of its structure), the
-        axis holding one entry a decoded position, or None for a leaf of fixed shape."""
+        axis holding one entry a decoded position (a `LimitedAxis` where the leaf keeps
+        only its last positions), or None for a leaf of fixed shape."""
 
     def step(
         self,

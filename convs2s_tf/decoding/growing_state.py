@@ -15,6 +15,10 @@ positions decoded so far, never the longest output the search allows:
   does not load from a SavedModel); a search that needs more steps goes on in graph
   mode, a column a step (`BucketedSearch`).
 
+A leaf that keeps only its last positions (a causal convolution's window) names its
+axis with the positions it keeps (`LimitedAxis`): it grows as the others do up to that
+length and then stays, the step writing each new position over the oldest.
+
 Widths at least double from phase to phase, so a compiled step never attends to more
 than about twice the positions it has.
 """
@@ -26,11 +30,14 @@ from typing import Any
 import tensorflow as tf
 
 from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
+from convs2s_tf.models.limited_axis import LimitedAxis
 
 __all__ = [
     "FIRST_PHASE_WIDTH",
+    "LimitedAxis",
     "grow_state",
     "grows",
+    "outgrows",
     "phase_width",
     "phase_widths",
     "state_invariants",
@@ -41,14 +48,28 @@ __all__ = [
 FIRST_PHASE_WIDTH = 16
 
 
+def _axis(axis: int | LimitedAxis | None) -> int | None:
+    return axis.axis if isinstance(axis, LimitedAxis) else axis
+
+
 def grows(decoder: IncrementalDecoder, state: Any) -> bool:
     """Whether any leaf of the decoder's `state` has a position axis."""
     return any(axis is not None for axis in tf.nest.flatten(decoder.position_axes(state)))
 
 
+def outgrows(decoder: IncrementalDecoder, state: Any, width: int) -> bool:
+    """Whether a leaf of the decoder's `state` may need more than `width` positions
+    (a position axis without a limit, or with one above `width`)."""
+    return any(
+        axis is not None and (not isinstance(axis, LimitedAxis) or axis.length > width)
+        for axis in tf.nest.flatten(decoder.position_axes(state))
+    )
+
+
 def grow_state(decoder: IncrementalDecoder, state: Any, width: int | tf.Tensor) -> Any:
     """`state` with room for `width` positions: each leaf with a position axis
-    (`decoder.position_axes`) zero-padded on it to `width`, the others as they are.
+    (`decoder.position_axes`) zero-padded on it to `width` (a `LimitedAxis` to at most
+    its length), the others as they are.
 
     Args:
         decoder: The decoder whose state it is.
@@ -56,11 +77,17 @@ def grow_state(decoder: IncrementalDecoder, state: Any, width: int | tf.Tensor) 
         width: Scalar int, the positions to make room for.
     """
 
-    def grow(leaf: tf.Tensor, axis: int | None) -> tf.Tensor:
+    def grow(leaf: tf.Tensor, axis: int | LimitedAxis | None) -> tf.Tensor:
         if axis is None:
             return leaf
+        room, index = width, _axis(axis)
+        if isinstance(axis, LimitedAxis):
+            limit = axis.length
+            room = min(width, limit) if isinstance(width, int) else tf.minimum(width, limit)
+        assert index is not None
         paddings = [[0, 0]] * leaf.shape.rank
-        paddings[axis] = [0, width - tf.shape(leaf)[axis]]
+        paddings[index] = [0, room - tf.shape(leaf)[index]]
+        # (At its length a limited leaf is padded by nothing: TensorFlow forwards it.)
         return tf.pad(leaf, paddings)
 
     return tf.nest.map_structure(grow, state, decoder.position_axes(state))
@@ -71,10 +98,10 @@ def state_invariants(decoder: IncrementalDecoder, state: Any, growing: bool = Tr
     (hypotheses leave with their sentences), and, if the loop grows it, any width on a
     position axis."""
 
-    def invariant(leaf: tf.Tensor, axis: int | None) -> tf.TensorShape:
+    def invariant(leaf: tf.Tensor, axis: int | LimitedAxis | None) -> tf.TensorShape:
         dims = [None] + leaf.shape.as_list()[1:]
         if axis is not None and growing:
-            dims[axis] = None
+            dims[_axis(axis)] = None
         return tf.TensorShape(dims)
 
     return tf.nest.map_structure(invariant, state, decoder.position_axes(state))

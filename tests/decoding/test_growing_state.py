@@ -14,7 +14,14 @@ from convs2s_tf.decoding.compiled_search import (
     SearchBuckets,
     pad_rows_and_positions,
 )
-from convs2s_tf.decoding.growing_state import grow_state, grows, phase_width, phase_widths
+from convs2s_tf.decoding.growing_state import (
+    grow_state,
+    grows,
+    outgrows,
+    phase_width,
+    phase_widths,
+)
+from convs2s_tf.models.limited_axis import LimitedAxis
 from convs2s_tf.vocabulary import PAD_ID
 
 # At least 18 tokens: every search crosses the first phase (16 positions).
@@ -80,17 +87,22 @@ def test_state_grows_only_on_its_position_axes(posenet):
     assert grows(decoder, state) and not grows(
         tiny_model().decoder, tiny_model().decoder.initial_state(6)
     )
-    grown = grow_state(decoder, state, 5)
-    for before, after, axis in zip(
-        tf.nest.flatten(state),
-        tf.nest.flatten(grown),
-        tf.nest.flatten(decoder.position_axes(state)),
-    ):
-        expected = before.shape.as_list()
-        if axis is not None:
-            expected[axis] = 5
-        assert after.shape.as_list() == expected
-        assert not np.any(after.numpy())
+    axes = tf.nest.flatten(decoder.position_axes(state))
+    # The boxes' windows keep their convolutions' spans (3, 7, 15 and 31 inputs).
+    assert sorted({axis.length for axis in axes if isinstance(axis, LimitedAxis)}) == [3, 7, 15, 31]
+    assert outgrows(decoder, state, 64) and not outgrows(
+        tiny_model().decoder, tiny_model().decoder.initial_state(6), 64
+    )
+    for width in (5, 20):
+        grown = grow_state(decoder, state, width)
+        for before, after, axis in zip(tf.nest.flatten(state), tf.nest.flatten(grown), axes):
+            expected = before.shape.as_list()
+            if isinstance(axis, LimitedAxis):
+                expected[axis.axis] = min(width, axis.length)
+            elif axis is not None:
+                expected[axis] = width
+            assert after.shape.as_list() == expected
+            assert not np.any(after.numpy())
 
 
 def test_phase_widths_double_up_to_the_history():

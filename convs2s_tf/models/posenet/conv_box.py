@@ -10,7 +10,12 @@ import tensorflow as tf
 
 from convs2s_tf.layers.checkpoint_tracking import track_for_checkpoint
 from convs2s_tf.models.posenet.layer_norm import LayerNorm
-from convs2s_tf.models.posenet.separable_conv1d import SeparableConv1D, SeparableWeights
+from convs2s_tf.models.posenet.separable_conv1d import (
+    SeparableConv1D,
+    SeparableWeights,
+    WindowPosition,
+    window_position,
+)
 from convs2s_tf.models.posenet.step_weights import NormWeights, norm_rows, read_norm
 
 # Each convolution's weights and its norm's, as `ConvBox.step` reads them.
@@ -26,8 +31,8 @@ class ConvBox(keras.layers.Layer):
     never leaks into real positions), after it a
     layer normalisation (epsilon 1e-6). The convolutions have no bias. With `"causal"`
     padding the box steps one position at a time from one window per convolution
-    (`initial_state`, `step`, its weights read once by `read_step_weights`), equal to
-    the parallel call.
+    (`initial_state`, `step`, its weights read once by `read_step_weights`; each window
+    keeps its convolution's `window_spans` positions), equal to the parallel call.
 
     Args:
         filters: Channels of every convolution's output.
@@ -112,10 +117,20 @@ class ConvBox(keras.layers.Layer):
             x = norm(conv(x, training=training), training=training)
         return x
 
-    def initial_state(self, batch_size: int | tf.Tensor, channels: int) -> tuple[tf.Tensor, ...]:
-        """Returns one zero window per convolution (the causal padding)."""
+    def initial_state(
+        self, batch_size: int | tf.Tensor, channels: int, positions: int | tf.Tensor = 0
+    ) -> tuple[tf.Tensor, ...]:
+        """Returns one zero window per convolution (the causal padding), with room for
+        `positions` positions up to each one's span."""
         widths = [channels] + [self.filters] * (len(self.convs) - 1)
-        return tuple(conv.initial_window(batch_size, c) for conv, c in zip(self.convs, widths))
+        return tuple(
+            conv.initial_window(batch_size, c, positions) for conv, c in zip(self.convs, widths)
+        )
+
+    @property
+    def window_spans(self) -> tuple[int, ...]:
+        """Each convolution's `window_span`: the positions its window keeps."""
+        return tuple(conv.window_span for conv in self.convs)
 
     def read_step_weights(self) -> BoxWeights:
         """The weights `step` computes with: each convolution's and its norm's."""
@@ -128,15 +143,23 @@ class ConvBox(keras.layers.Layer):
         self,
         inputs: tf.Tensor,
         state: Sequence[tf.Tensor],
+        step: int | tf.Tensor,
         weights: BoxWeights | None = None,
+        positions: dict[int, WindowPosition] | None = None,
     ) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
-        """Returns `(output, state)` of one causal position (`inputs`: `[batch, c]`;
-        `weights`: `read_step_weights()`, or None: read now)."""
+        """Returns `(output, state)` of causal position `step` (`inputs`: `[batch, c]`;
+        `state`: the windows, grown to hold it; `weights`: `read_step_weights()`, or
+        None: read now; `positions`: the step's `WindowPosition` by span, shared by the
+        boxes of a decoding step; made here where one is missing)."""
+        positions = dict(positions or {})
         x, windows = inputs, []
         for conv, (conv_weights, norm_weights), window in zip(
             self.convs, weights or self.read_step_weights(), state
         ):
-            x, window = conv.step(tf.nn.relu(x), window, conv_weights)
+            span = conv.window_span
+            if span not in positions:
+                positions[span] = window_position(window, step, span)
+            x, window = conv.step(tf.nn.relu(x), window, positions[span], conv_weights)
             x = norm_rows(x, norm_weights)
             windows.append(window)
         return x, tuple(windows)

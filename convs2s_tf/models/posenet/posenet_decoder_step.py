@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from convs2s_tf.layers.folded_kernels import FoldedKernels
+from convs2s_tf.models.limited_axis import LimitedAxis
 from convs2s_tf.models.output_subset import OutputSubset
 from convs2s_tf.models.posenet.conv_box import BoxWeights, ConvBox
 from convs2s_tf.models.posenet.multi_head_attention import (
@@ -30,6 +31,11 @@ from convs2s_tf.models.posenet.multi_head_attention import (
 from convs2s_tf.models.posenet.posenet_encoder import PoseNetEncoderOutput
 from convs2s_tf.models.posenet.positionwise_ffn import PositionwiseFFN
 from convs2s_tf.models.posenet.residual_norm import ResidualNorm
+from convs2s_tf.models.posenet.separable_conv1d import (
+    WINDOW_POSITION_AXIS,
+    WindowPosition,
+    window_position,
+)
 from convs2s_tf.models.posenet.sinusoidal_timing import SinusoidalTiming
 from convs2s_tf.models.posenet.step_weights import (
     DenseWeights,
@@ -138,13 +144,14 @@ class IncrementalPoseNetDecoding:
     def initial_state(
         self, batch_size: int | tf.Tensor, positions: int | tf.Tensor = 0
     ) -> tuple[dict[str, Any], ...]:
-        """Per layer: the self-attention's zero key and value buffers (room for
-        `positions` positions, grown by the search) and the boxes' zero windows."""
+        """Per layer: the self-attention's zero key and value buffers and the boxes' zero
+        windows, with room for `positions` positions (a window: up to its span), grown
+        by the search."""
         state = []
         for layer in self.decoder_layers:
             layer_state: dict[str, Any] = {
-                "box_1": layer.box_1.initial_state(batch_size, self.hidden_dim),
-                "box_2": layer.box_2.initial_state(batch_size, self.hidden_dim),
+                "box_1": layer.box_1.initial_state(batch_size, self.hidden_dim, positions),
+                "box_2": layer.box_2.initial_state(batch_size, self.hidden_dim, positions),
             }
             if layer.self_attention is not None:
                 layer_state["self_attention"] = layer.self_attention.initial_cache(
@@ -154,15 +161,18 @@ class IncrementalPoseNetDecoding:
         return tuple(state)
 
     def position_axes(self, incremental_state: Sequence[dict[str, Any]]) -> Any:
-        """The self-attention buffers' position axis; None for the boxes' windows."""
+        """The self-attention buffers' position axis; the boxes' windows', limited to
+        each convolution's span (`LimitedAxis`)."""
 
-        def axes(name: str, part: Any) -> Any:
-            axis = CACHE_POSITION_AXIS if name == "self_attention" else None
-            return tf.nest.map_structure(lambda _: axis, part)
+        def axes(layer: DecoderLayer, name: str, part: Any) -> Any:
+            if name == "self_attention":
+                return tf.nest.map_structure(lambda _: CACHE_POSITION_AXIS, part)
+            box = getattr(layer, name)
+            return tuple(LimitedAxis(WINDOW_POSITION_AXIS, span) for span in box.window_spans)
 
         return tuple(
-            {name: axes(name, part) for name, part in layer_state.items()}
-            for layer_state in incremental_state
+            {name: axes(layer, name, part) for name, part in layer_state.items()}
+            for layer, layer_state in zip(self.decoder_layers, incremental_state)
         )
 
     def read_step_weights(self) -> PoseNetStepWeights:
@@ -199,6 +209,13 @@ class IncrementalPoseNetDecoding:
             encoder_output.source_mask, None, self.compute_dtype
         )
         column = None
+        # Where the boxes write their windows, and their columns' ages: one per span.
+        positions: dict[int, WindowPosition] = {}
+        for layer, state in zip(self.decoder_layers, incremental_state):
+            for box in ("box_1", "box_2"):
+                for span, window in zip(getattr(layer, box).window_spans, state[box]):
+                    if span not in positions:
+                        positions[span] = window_position(window, step, span)
         new_state, attention = [], []
 
         def attend(index: int, layer: DecoderLayer, x: tf.Tensor) -> tf.Tensor:
@@ -233,8 +250,12 @@ class IncrementalPoseNetDecoding:
                 x = layer.self_attention_norm.join_rows(x, attended, norm)
             if self.cross_attention_placement == "before":
                 x = attend(index, layer, x)
-            y, layer_state["box_1"] = layer.box_1.step(x, state["box_1"], layer_weights.box_1)
-            z, layer_state["box_2"] = layer.box_2.step(x + y, state["box_2"], layer_weights.box_2)
+            y, layer_state["box_1"] = layer.box_1.step(
+                x, state["box_1"], step, layer_weights.box_1, positions
+            )
+            z, layer_state["box_2"] = layer.box_2.step(
+                x + y, state["box_2"], step, layer_weights.box_2, positions
+            )
             x = x + y + z
             if self.cross_attention_placement == "after":
                 x = attend(index, layer, x)

@@ -12,12 +12,16 @@ from convs2s_tf.models.posenet.step_weights import read_variable
 
 _PADDINGS = ("same", "causal")
 
+# The axis of a causal step's window that holds one entry a position.
+WINDOW_POSITION_AXIS = 1
+
 
 class SeparableWeights(NamedTuple):
     """A `SeparableConv1D`'s weights in its compute dtype, as its step reads them.
 
     Fields:
-        depthwise: `[kernel_size, channels]`.
+        depthwise: `[window_span, channels]`: row `age` weighs the input `age`
+            positions back (zeros between dilated taps).
         pointwise: One `[channels / groups, filters / groups]` map per group.
         bias: `[filters]`, or None.
     """
@@ -25,6 +29,44 @@ class SeparableWeights(NamedTuple):
     depthwise: tf.Tensor
     pointwise: tuple[tf.Tensor, ...]
     bias: tf.Tensor | None
+
+
+class WindowPosition(NamedTuple):
+    """Where a causal step writes in windows of one span, and the age of each of their
+    columns' inputs: the same for every convolution of that span in a decoding step
+    (`window_position`).
+
+    Fields:
+        column: Scalar int32, the column the step writes (`step % span`).
+        ages: `[width]` int32, positions between each column's input and the step's.
+        known_width: Whether the windows' width is fixed where the step is traced (a
+            compiled step): a select writes the column there, a scatter otherwise.
+    """
+
+    column: tf.Tensor
+    ages: tf.Tensor
+    known_width: bool
+
+    def write(self, window: tf.Tensor, inputs: tf.Tensor) -> tf.Tensor:
+        """`window` `[batch, width, channels]` with `inputs` `[batch, channels]` in the
+        step's column."""
+        if self.known_width:  # XLA fuses the select; a scatter it runs as a loop
+            at_column = tf.range(window.shape[1]) == self.column
+            return tf.where(at_column[None, :, None], inputs[:, None], window)
+        rows = tf.range(tf.shape(window)[0])
+        indices = tf.stack([rows, tf.fill(tf.shape(rows), self.column)], axis=1)
+        # In place: the search hands over a freshly reordered window.
+        return tf.tensor_scatter_nd_update(window, indices, inputs)
+
+
+def window_position(window: tf.Tensor, step: int | tf.Tensor, span: int) -> WindowPosition:
+    """The `WindowPosition` of `step` in `window` (`[batch, width, channels]`, grown to
+    hold it) of a convolution reading `span` inputs."""
+    width = window.shape[1]
+    known = width is not None
+    column = tf.math.floormod(tf.cast(step, tf.int32), span)
+    columns = tf.range(width if known else tf.shape(window)[1])
+    return WindowPosition(column, tf.math.floormod(column - columns, span), known)
 
 
 # Inputs of at most this many positions (batch x time) convolve by gathering taps at
@@ -208,33 +250,65 @@ class SeparableConv1D(keras.layers.Layer):
         outputs = _pointwise_rows(rows, parts, bias)
         return tf.reshape(outputs, tf.concat([shape[:-1], [self.filters]], 0))
 
-    def initial_window(self, batch_size: int | tf.Tensor, channels: int) -> tf.Tensor:
-        """Returns the window before the first causal step: `[batch, window_length,
-        channels]` zeros (the left padding)."""
-        return tf.zeros([batch_size, self.window_length, channels], self.compute_dtype)
+    @property
+    def window_span(self) -> int:
+        """Inputs a causal step reads, its own included: `window_length + 1`."""
+        return self.window_length + 1
+
+    def initial_window(
+        self, batch_size: int | tf.Tensor, channels: int, positions: int | tf.Tensor = 0
+    ) -> tf.Tensor:
+        """Returns the window before the first causal step: `[batch, min(positions,
+        window_span), channels]` zeros (the left padding), grown by the search to at
+        most `window_span` columns (`LimitedAxis`)."""
+        width = (
+            min(positions, self.window_span)
+            if isinstance(positions, int)
+            else tf.minimum(positions, self.window_span)
+        )
+        return tf.zeros([batch_size, width, channels], self.compute_dtype)
 
     def read_step_weights(self) -> SeparableWeights:
         """The weights `step` computes with, in the compute dtype."""
         dtype = self.compute_dtype
         kernel = read_variable(self.pointwise_kernel, dtype)
+        depthwise = read_variable(self.depthwise_kernel, dtype)
+        # Row `age` multiplies the input `age` positions back: the taps newest first,
+        # `dilation_rate` rows apart, zeros between them.
+        by_age = tf.scatter_nd(
+            tf.range(self.kernel_size)[:, None] * self.dilation_rate,
+            depthwise[::-1],
+            [self.window_span, depthwise.shape[-1]],
+        )
         return SeparableWeights(
-            depthwise=read_variable(self.depthwise_kernel, dtype),
+            depthwise=by_age,
             pointwise=tuple(kernel[g] for g in range(self.groups)),
             bias=None if self.bias is None else read_variable(self.bias, dtype),
         )
 
     def step(
-        self, inputs: tf.Tensor, window: tf.Tensor, weights: SeparableWeights | None = None
+        self,
+        inputs: tf.Tensor,
+        window: tf.Tensor,
+        position: WindowPosition,
+        weights: SeparableWeights | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Returns `(output, window)` of one causal position.
 
+        The window holds position `p` in column `p % window_span` (a ring): the step
+        writes its input over the oldest and weighs each column by its input's age, so
+        no column moves. Until the window is full its columns are in time order, and
+        the sums are those of the parallel pass.
+
         Args:
             inputs: `[batch, channels]`, the input at this position.
-            window: `[batch, window_length, channels]`, the previous inputs.
+            window: `[batch, width, channels]`, the inputs so far (`initial_window`,
+                grown by the search to hold this position).
+            position: The step's `WindowPosition` for this window's span.
             weights: `read_step_weights()` (read once for many steps), or None: read now.
 
         Returns:
-            The `[batch, filters]` output and the window shifted by one.
+            The `[batch, filters]` output and the window holding the input.
 
         Raises:
             ValueError: for a `"same"` convolution, which needs later inputs.
@@ -242,11 +316,9 @@ class SeparableConv1D(keras.layers.Layer):
         if self.padding != "causal":
             raise ValueError("Only a causal SeparableConv1D can step.")
         weights = weights or self.read_step_weights()
-        history = tf.concat([window, tf.cast(inputs, window.dtype)[:, None]], axis=1)
-        # kernel_size rows, oldest first.
-        taps = history if self.dilation_rate == 1 else history[:, :: self.dilation_rate]
-        depthwise = tf.reduce_sum(taps * weights.depthwise, axis=1)
-        return _pointwise_rows(depthwise, weights.pointwise, weights.bias), history[:, 1:]
+        window = position.write(window, tf.cast(inputs, window.dtype))
+        depthwise = tf.reduce_sum(window * tf.gather(weights.depthwise, position.ages), axis=1)
+        return _pointwise_rows(depthwise, weights.pointwise, weights.bias), window
 
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.filters,)

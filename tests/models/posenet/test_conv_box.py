@@ -17,8 +17,8 @@ def test_layer_contract_and_causal_step(groups):
         inputs,
         expected_output_shape=(2, 6, 4),
         expected_num_trainable_weights=8,  # per convolution: 2 kernels, gamma, beta
-        initial_state_fn=lambda layer: layer.initial_state(2, 4),
-        step_fn=lambda layer, t, state: layer.step(inputs[:, t], state),
+        initial_state_fn=lambda layer: layer.initial_state(2, 4, positions=100),
+        step_fn=lambda layer, t, state: layer.step(inputs[:, t], state, t),
         mixed_precision_output_dtype="bfloat16",
     )
 

@@ -6,7 +6,11 @@ import tensorflow as tf
 from helpers.layer_test import run_layer_test
 
 from convs2s_tf.models.posenet.conv_box import ConvBox
-from convs2s_tf.models.posenet.separable_conv1d import GATHERED_TAPS_POSITIONS, SeparableConv1D
+from convs2s_tf.models.posenet.separable_conv1d import (
+    GATHERED_TAPS_POSITIONS,
+    SeparableConv1D,
+    window_position,
+)
 
 
 def reference(inputs, depthwise, pointwise, dilation, padding):
@@ -41,8 +45,11 @@ def test_layer_contract_and_causal_step(init_kwargs):
         inputs,
         expected_output_shape=(2, 7, 6),
         expected_num_trainable_weights=3 if init_kwargs.get("use_bias") else 2,
-        initial_state_fn=lambda layer: layer.initial_window(2, 6),
-        step_fn=lambda layer, t, window: layer.step(inputs[:, t], window),
+        # A full window from the start: the ring wraps after 5 (dilated) or 3 positions.
+        initial_state_fn=lambda layer: layer.initial_window(2, 6, positions=100),
+        step_fn=lambda layer, t, window: layer.step(
+            inputs[:, t], window, window_position(window, t, layer.window_span)
+        ),
         mixed_precision_output_dtype="bfloat16",
     )
 
@@ -124,4 +131,26 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="Only a causal"):
         layer = SeparableConv1D(4, 3)
         layer.build([None, None, 4])
-        layer.step(tf.ones([1, 4]), tf.zeros([1, 2, 4]))
+        layer.step(tf.ones([1, 4]), tf.zeros([1, 2, 4]), None)
+
+
+@pytest.mark.parametrize("dilation", [1, 2])
+@pytest.mark.parametrize("growth", ["a column a step", "phases of 4"])
+def test_a_window_grown_as_the_search_grows_it_steps_as_the_parallel_call(dilation, growth):
+    # The search pads a window to min(room, window_span) before each step: in graph
+    # mode a column a step, compiled in phases of fixed widths.
+    layer = SeparableConv1D(6, kernel_size=4, dilation_rate=dilation, padding="causal")
+    inputs = tf.random.stateless_normal([3, 11, 6], seed=[3, 4])
+    parallel = layer(inputs).numpy()
+    weights = layer.read_step_weights()
+    window = layer.initial_window(3, 6)
+    assert window.shape[1] == 0
+    for t in range(inputs.shape[1]):
+        room = t + 1 if growth == "a column a step" else 4 * (t // 4 + 1)
+        width = min(room, layer.window_span)
+        window = tf.pad(window, [[0, 0], [0, width - window.shape[1]], [0, 0]])
+        output, window = layer.step(
+            inputs[:, t], window, window_position(window, t, layer.window_span), weights
+        )
+        assert window.shape[1] == width
+        np.testing.assert_allclose(output.numpy(), parallel[:, t], atol=1e-5, err_msg=f"{t}")
