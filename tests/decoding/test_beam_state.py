@@ -89,7 +89,8 @@ def test_shape_invariants_free_the_position_axis_of_a_growing_decoder_state():
     decoder = small_decoder("posenet")
     state = two_sentence_state(decoder=decoder)
     (layer,) = shape_invariants(constants, state, decoder).cache
-    # Self-attention buffers [hypotheses, heads, positions, head_dim] grow; windows not.
+    # Self-attention buffers [hypotheses, heads, positions, head_dim] grow, and so do
+    # the convolutions' windows [hypotheses, positions, channels] (up to their spans).
     assert layer["self_attention"]["keys"].as_list() == [None, 2, None, 4]
     assert layer["self_attention"]["values"].as_list() == [None, 2, None, 4]
-    assert [window.as_list() for window in layer["box_1"]] == [[None, 2, 8], [None, 6, 8]]
+    assert [window.as_list() for window in layer["box_1"]] == [[None, None, 8]] * 2
