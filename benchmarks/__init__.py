@@ -80,11 +80,16 @@ def run_timed(command, cwd=ROOT, env=None):
     )
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise CommandError(
-            f"{' '.join(map(str, command[:4]))} ... failed (exit {result.returncode}):\n"
-            f"{result.stderr[-3000:]}"
-        )
+        raise command_failed(command, result.returncode, result.stderr)
     return seconds, result.stdout, result.stderr
+
+
+def command_failed(command, status, output):
+    """The `CommandError` of `command` ended with exit `status`, the end of its `output`
+    in the message."""
+    return CommandError(
+        f"{' '.join(map(str, command[:4]))} ... failed (exit {status}):\n{output[-3000:]}"
+    )
 
 
 def python(*arguments):

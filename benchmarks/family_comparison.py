@@ -37,8 +37,8 @@ from absl import app, flags
 
 from benchmarks import (
     ROOT,
-    CommandError,
     child_env,
+    command_failed,
     cpu_description,
     last_json,
     main,
@@ -71,7 +71,11 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer("seed", 1, "Training seed of both arms.", **define)
     arms = "The arms, `name:flagfile`, trained in this order."
     flags.DEFINE_list("arms", DEFAULT_ARMS, arms, **define)
-    equal = "Arms also trained to the first arm's updates (`NAME_updates`)."
+    equal = (
+        "Arms also trained to the first arm's updates (`NAME_updates`): the time budget scaled"
+        " by the updates' ratio; the arm's own stop rule (a learning rate below its minimum)"
+        " may end it sooner."
+    )
     # The pre-norm config is the one PoseNet's users train; the paper's post-norm arm stays
     # on the unigram plateau at 58 minutes, where more updates at its shrunken rate add little.
     flags.DEFINE_list("equal_updates", ["posenet_pre"], equal, **define)
@@ -107,9 +111,14 @@ def _model_figures(model_dir):
     return {**figures, "train_seconds": round(seconds or 0.0, 1)}
 
 
+def _command_text(command):
+    """`python COMMAND...` as one line of text."""
+    return f"python {' '.join(command)}"
+
+
 def _start_line(command):
     """The log line that starts the part of `python COMMAND...`."""
-    return f"{_LOG_START}python {' '.join(command)}"
+    return _LOG_START + _command_text(command)
 
 
 def _run_logged(command, log_path):
@@ -126,8 +135,7 @@ def _run_logged(command, log_path):
         ).returncode
     if status != 0:
         with open(log_path, encoding="utf-8") as f:
-            tail = f.read()[-3000:]
-        raise CommandError(f"{' '.join(command[:3])} ... failed (exit {status}):\n{tail}")
+            raise command_failed(python(*command), status, f.read())
 
 
 def _training_command(flagfile, model_dir, budget=None):
@@ -150,8 +158,8 @@ def _check_same_training(command, log_path):
         starts = [line for line in f.read().splitlines() if line.startswith(_LOG_START)]
     if starts and starts[-1] != _start_line(command):
         raise app.UsageError(
-            f"{log_path} was trained by `{starts[-1][len(_LOG_START):]}`, not by "
-            f"`{_start_line(command)[len(_LOG_START):]}`: give another --runs_dir."
+            f"{log_path} was trained by `{starts[-1].removeprefix(_LOG_START)}`, not by "
+            f"`{_command_text(command)}`: give another --runs_dir."
         )
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import tensorflow as tf
 
 from convs2s_tf.decoding.decoder_protocol import IncrementalDecoder
-from convs2s_tf.models.limited_axis import LimitedAxis
+from convs2s_tf.models.limited_axis import LimitedAxis, at_most
 
 __all__ = [
     "FIRST_PHASE_WIDTH",
@@ -80,11 +80,10 @@ def grow_state(decoder: IncrementalDecoder, state: Any, width: int | tf.Tensor) 
     def grow(leaf: tf.Tensor, axis: int | LimitedAxis | None) -> tf.Tensor:
         if axis is None:
             return leaf
-        room, index = width, _axis(axis)
         if isinstance(axis, LimitedAxis):
-            limit = axis.length
-            room = min(width, limit) if isinstance(width, int) else tf.minimum(width, limit)
-        assert index is not None
+            index, room = axis.axis, at_most(width, axis.length)
+        else:
+            index, room = axis, width
         paddings = [[0, 0]] * leaf.shape.rank
         paddings[index] = [0, room - tf.shape(leaf)[index]]
         # (At its length a limited leaf is padded by nothing: TensorFlow forwards it.)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import tensorflow as tf
+
 
 @dataclasses.dataclass(frozen=True)
 class LimitedAxis:
@@ -18,3 +20,13 @@ class LimitedAxis:
 
     axis: int
     length: int
+
+
+def at_most(width: int | tf.Tensor, limit: int) -> int | tf.Tensor:
+    """`min(width, limit)`, a Python int for a Python int `width` (so a static shape
+    stays static).
+
+    >>> at_most(40, 32)
+    32
+    """
+    return min(width, limit) if isinstance(width, int) else tf.minimum(width, limit)

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import keras
 import tensorflow as tf
 
+from convs2s_tf.models.limited_axis import at_most
 from convs2s_tf.models.posenet.step_weights import read_variable
 
 _PADDINGS = ("same", "causal")
@@ -261,11 +262,7 @@ class SeparableConv1D(keras.layers.Layer):
         """Returns the window before the first causal step: `[batch, min(positions,
         window_span), channels]` zeros (the left padding), grown by the search to at
         most `window_span` columns (`LimitedAxis`)."""
-        width = (
-            min(positions, self.window_span)
-            if isinstance(positions, int)
-            else tf.minimum(positions, self.window_span)
-        )
+        width = at_most(positions, self.window_span)
         return tf.zeros([batch_size, width, channels], self.compute_dtype)
 
     def read_step_weights(self) -> SeparableWeights:
