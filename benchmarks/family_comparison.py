@@ -267,7 +267,9 @@ def run(options):
             stretched = equal_updates_budget(text, first["updates"], arms[name]["updates"])
             updates_dir = os.path.join(runs_dir, f"{name}_updates_seed{FLAGS.seed}")
             model_dirs[f"{name}_updates"] = updates_dir
-            arms[f"{name}_updates"] = arm_figures(name, flagfile, updates_dir, stretched)
+            arms[f"{name}_updates"] = arm_figures(
+                f"{name}_updates", flagfile, updates_dir, stretched
+            )
     for name, figures in timed_rounds(model_dirs).items():
         arms[name].update(figures)
     print(f"\nseed {FLAGS.seed}, {cpu}\n{format_arms_table(arms)}")
